@@ -1,0 +1,1 @@
+# fleetwire.host: CPython-only code (build tools, rig, proxy, analytics).

