@@ -7,6 +7,8 @@ import pytest
 
 from fleetwire.host import build, micropython
 
+pytest_plugins = ["fleetwire.host.pytest_plugin"]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -1,0 +1,1 @@
+"""pytest fixtures for tests that need real components (brokers, observers, boards)."""
