@@ -9,6 +9,8 @@ from fleetwire.host import build, micropython
 
 pytest_plugins = ["fleetwire.host.pytest_plugin"]
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -1,0 +1,398 @@
+# MQTTClient: the thin I/O loop around the sans-IO Session, with the API of
+# micropython-lib's umqtt.simple (so code ports by changing the import) plus
+# QoS 2, a pipelined in-flight window, keepalive pings and bounded queues.
+# One non-blocking socket, polled; nothing waits without a deadline.
+import socket
+import select
+
+try:
+    from time import ticks_ms, ticks_diff
+except ImportError:  # CPython
+    import time as _time
+
+    def ticks_ms():
+        return int(_time.monotonic() * 1000)
+
+    def ticks_diff(a, b):
+        return a - b
+
+from . import session as _s
+from .codec.errors import CodecError
+from .session import Session, MQTTException, ConnectRefused, QueueFull, ProtocolError  # noqa: F401
+
+_POLLIN = select.POLLIN
+_POLLOUT = select.POLLOUT
+_IPPROTO_TCP = 6
+_TCP_NODELAY = 1
+
+
+def _b(x):
+    return x.encode("utf-8") if isinstance(x, str) else x
+
+
+class MQTTClient:
+    def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
+                 ssl=None, ssl_params=None, *, max_inflight=10, queue_size=16, max_packet=1024,
+                 max_subscriptions=8, drop_oldest=False, timeout=10, rx_buffer=256):
+        if port == 0:
+            port = 8883 if ssl else 1883
+        self.server = server
+        self.port = port
+        self.ssl = ssl
+        self.ssl_params = ssl_params or {}
+        self.timeout_ms = int(timeout * 1000)
+        s = Session(_b(client_id), keepalive, True, max_inflight, queue_size, max_packet,
+                    max_subscriptions, drop_oldest, self.timeout_ms)
+        if password is not None and user is None:
+            raise ValueError("a password needs a user name in MQTT 3.1.1 (MQTT-3.1.2-22)")
+        s.username = None if user is None else _b(user)
+        s.password = None if password is None else _b(password)
+        s.on_message = self._message
+        s.on_delivered = self._delivered
+        s.on_suback = self._suback
+        s.on_connack = self._connack
+        s.on_discarded = self._discarded
+        self._s = s
+        self.sock = None
+        self._poll = None
+        self._rx = bytearray(rx_buffer)
+        self._rxp = self._rxe = 0
+        self._txo = self._txn = 0
+        self._topic_str = None    # last str topic and its bytes: no allocation when reused
+        self._topic_bytes = None
+        self._sub_rc = -1
+        self.cb = None
+        self.retained = False     # retain flag of the message being delivered
+        self.qos = 0              # its QoS
+        # Event callbacks, all optional: on_connect(session_present),
+        # on_disconnect(reason), on_delivered(pid), on_discarded(topic, msg, qos).
+        self.on_connect = None
+        self.on_disconnect = None
+        self.on_delivered = None
+        self.on_discarded = None
+
+    # ---- umqtt.simple API
+
+    def set_callback(self, f):
+        """f(topic, msg) is called with bytes for every message received."""
+        self.cb = f
+
+    def set_last_will(self, topic, msg, retain=False, qos=0):
+        if not 0 <= qos <= 2:
+            raise ValueError("qos must be 0, 1 or 2")
+        if not topic:
+            raise ValueError("the will needs a topic")
+        self._s.will = (_b(topic), _b(msg), qos, bool(retain))
+
+    def connect(self, clean_session=True, timeout=None):
+        """Open the connection and wait for CONNACK -> 1 if the broker had a session, else 0."""
+        if self.sock:
+            self._close()
+        s = self._s
+        s.clean_session = clean_session
+        t = self.timeout_ms if timeout is None else int(timeout * 1000)
+        addr = socket.getaddrinfo(self.server, self.port)[0][-1]
+        sock = socket.socket()
+        try:
+            sock.settimeout(t / 1000)
+            sock.connect(addr)
+            try:
+                sock.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)  # one packet, one segment, now
+            except (OSError, AttributeError):
+                pass
+            if self.ssl:
+                sock = self._wrap(sock)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self._open(sock)
+        s.start(ticks_ms())
+        self._wait(_until_connected, 0, t)
+        return 1 if s.session_present else 0
+
+    def disconnect(self):
+        """Send DISCONNECT (the broker then drops the will) and close."""
+        if self.sock:
+            self._s.disconnect()
+            try:
+                self._wait(_until_disconnected, 0, self.timeout_ms)
+            finally:
+                self._close()
+
+    def ping(self):
+        self._s.ping()
+        self._flush(ticks_ms())
+
+    def publish(self, topic, msg, retain=False, qos=0, *, block=True):
+        """Publish msg to topic -> packet id (0 for QoS 0).
+
+        block=True (umqtt behaviour) waits until a QoS 1/2 message is complete.
+        block=False returns at once; the message is sent within the in-flight
+        window, kept for resending until acknowledged, and on_delivered(pid) says
+        when it completes. Pass bytes to publish without allocating."""
+        if isinstance(topic, str):
+            if topic is not self._topic_str:
+                self._topic_bytes = topic.encode("utf-8")
+                self._topic_str = topic
+            topic = self._topic_bytes
+        if isinstance(msg, str):
+            msg = msg.encode("utf-8")
+        elif not isinstance(msg, bytes):
+            msg = bytes(msg)  # a caller may reuse its buffer: keep a copy
+        s = self._s
+        if block and s.state != _s.CONNECTED:
+            raise MQTTException("not connected")
+        pid = s.publish(topic, msg, qos, retain)
+        if self.sock:
+            self._flush(ticks_ms())
+        if block and qos:
+            self._wait(_until_complete, pid, self.timeout_ms)
+        return pid
+
+    def subscribe(self, topic, qos=0):
+        """Subscribe and wait for SUBACK; raises MQTTException if the broker refuses."""
+        if self.cb is None:
+            raise MQTTException("set_callback() before subscribe(), or messages have nowhere to go")
+        pid = self._s.subscribe(_b(topic), qos)
+        self._sub_rc = -1
+        self._sub_pid = pid
+        self._wait(_until_suback, pid, self.timeout_ms)
+        if self._sub_rc == 0x80:
+            raise MQTTException("broker refused the subscription to %r" % (topic,))
+        return self._sub_rc
+
+    def unsubscribe(self, topic):
+        pid = self._s.unsubscribe(_b(topic))
+        self._wait(_until_unsuback, pid, self.timeout_ms)
+
+    def wait_msg(self):
+        """Block until one packet arrives and is handled (umqtt semantics)."""
+        n = self._handled
+        while self._handled == n:
+            self._step(self._s.tick(ticks_ms()))
+
+    def check_msg(self):
+        """Handle whatever has arrived, without blocking."""
+        self.loop(0)
+
+    # ---- extensions
+
+    def loop(self, timeout_ms=0):
+        """Do all due I/O and keepalive work, waiting at most timeout_ms for input."""
+        self._step(timeout_ms)
+
+    def is_connected(self):
+        return self._s.state == _s.CONNECTED
+
+    @property
+    def pending(self):
+        """Messages accepted and not yet completed (queued + in flight)."""
+        return self._s.pending + self._s.inflight
+
+    @property
+    def inflight(self):
+        return self._s.inflight
+
+    @property
+    def dropped(self):
+        return self._s.dropped
+
+    def in_flight(self, pid):
+        """True while the message with packet id pid is queued or awaiting its acknowledgement."""
+        return self._s.holds(pid)
+
+    # ---- the loop
+
+    _handled = 0
+
+    def _step(self, timeout_ms):
+        if not self.sock:
+            raise MQTTException("not connected")
+        s = self._s
+        try:
+            now = ticks_ms()
+            wait = s.tick(now)
+            self._flush(now)
+            if self._rxp >= self._rxe:
+                if timeout_ms > wait:
+                    timeout_ms = wait
+                if self._txo < self._txn:
+                    self._poll.modify(self.sock, _POLLIN | _POLLOUT)
+                else:
+                    self._poll.modify(self.sock, _POLLIN)
+                if timeout_ms > 0 and not self._pending_tls():
+                    self._wait_io(timeout_ms)
+            self._read()
+            self._flush(ticks_ms())
+        except (OSError, MQTTException) as e:
+            self._lose(e)
+            raise
+
+    def _wait(self, until, arg, timeout_ms):
+        # Run the loop until until(self, arg) is true, for at most timeout_ms.
+        t0 = ticks_ms()
+        while not until(self, arg):
+            left = timeout_ms - ticks_diff(ticks_ms(), t0)
+            if left <= 0:
+                raise MQTTException("timed out after %d ms" % timeout_ms)
+            self._step(left)
+
+    def _read(self):
+        s = self._s
+        if self._rxp >= self._rxe:
+            n = self._recv(self._rx)
+            if n is None:
+                return
+            if n == 0:
+                raise OSError(104, "connection closed by the broker")
+            self._rxp = 0
+            self._rxe = n
+        now = ticks_ms()
+        r = s.reader
+        # Positions live on self: a callback may re-enter the loop and consume bytes.
+        while self._rxp < self._rxe:
+            try:
+                self._rxp = r.feed(self._rx, self._rxp, self._rxe)
+            except CodecError as e:
+                raise ProtocolError("malformed packet from the broker: %s" % e)
+            if r.ready:
+                self._handled += 1
+                s.handle(now)
+
+    def _flush(self, now):
+        s = self._s
+        while True:
+            if self._txo >= self._txn:
+                n = s.pack_next(now)
+                if not n:
+                    return
+                self._txo = 0
+                self._txn = n
+            w = self._send(s.tx, self._txo, self._txn - self._txo)
+            if not w:
+                return  # the socket is full: POLLOUT will tell
+            self._txo += w
+            if self._txo >= self._txn:
+                s.wrote(now)
+                if s.state == _s.DISCONNECTED:
+                    return  # DISCONNECT written: nothing may follow (MQTT-3.14.4-2)
+
+    # ---- socket plumbing (MicroPython and CPython sockets differ)
+
+    def _open(self, sock):
+        self.sock = sock
+        self._rxp = self._rxe = 0
+        self._txo = self._txn = 0
+        self._poll = select.poll()
+        self._poll.register(sock, _POLLIN)
+        self._ipoll = getattr(self._poll, "ipoll", None)
+        if hasattr(sock, "recv_into"):
+            self._recv = self._recv_cpy
+            self._send = self._send_cpy
+        else:
+            self._rd = sock.readinto
+            self._wr = sock.write
+            self._recv = self._rd
+            self._send = self._wr
+
+    def _wait_io(self, timeout_ms):
+        if self._ipoll:
+            for _ in self._ipoll(timeout_ms, 1):
+                pass
+        else:
+            self._poll.poll(timeout_ms)
+
+    def _pending_tls(self):
+        p = getattr(self.sock, "pending", None)
+        return p is not None and p() > 0
+
+    def _recv_cpy(self, buf):
+        try:
+            return self.sock.recv_into(buf)
+        except OSError as e:
+            if _would_block(e):
+                return None
+            raise
+
+    def _send_cpy(self, buf, off, n):
+        try:
+            return self.sock.send(memoryview(buf)[off:off + n])
+        except OSError as e:
+            if _would_block(e):
+                return None
+            raise
+
+    def _wrap(self, sock):
+        if self.ssl is True:  # old umqtt style: ssl=True, ssl_params={...}
+            import ssl
+            return ssl.wrap_socket(sock, **self.ssl_params)
+        return self.ssl.wrap_socket(sock, server_hostname=self.server)
+
+    def _close(self):
+        sock = self.sock
+        self.sock = None
+        if sock:
+            try:
+                self._poll.unregister(sock)
+            except Exception:
+                pass
+            sock.close()
+
+    def _lose(self, reason):
+        was = self.sock is not None
+        self._close()
+        self._s.lost()
+        if was and self.on_disconnect:
+            self.on_disconnect(reason)
+
+    # ---- session events
+
+    def _message(self, topic, msg, first):
+        self.retained = bool(first & 1)
+        self.qos = first >> 1 & 3
+        if self.cb:
+            self.cb(topic, msg)
+
+    def _delivered(self, pid):
+        if self.on_delivered:
+            self.on_delivered(pid)
+
+    def _suback(self, pid, rc):
+        if pid == self._sub_pid:
+            self._sub_rc = rc
+
+    _sub_pid = 0
+
+    def _connack(self, present):
+        if self.on_connect:
+            self.on_connect(present)
+
+    def _discarded(self, topic, msg, qos):
+        if self.on_discarded:
+            self.on_discarded(topic, msg, qos)
+
+
+def _would_block(e):
+    return e.errno == 11 or type(e).__name__ in ("SSLWantReadError", "SSLWantWriteError")
+
+
+# Conditions for MQTTClient._wait: plain functions, so waiting allocates no closure.
+def _until_connected(c, _):
+    return c._s.state != _s.CONNECTING
+
+
+def _until_disconnected(c, _):
+    return c._s.state == _s.DISCONNECTED and c._txo >= c._txn
+
+
+def _until_complete(c, pid):
+    return not c._s.holds(pid)
+
+
+def _until_suback(c, pid):
+    return c._sub_rc >= 0
+
+
+def _until_unsuback(c, pid):
+    return not c._s.sub_pending(pid)

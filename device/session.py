@@ -1,0 +1,637 @@
+# The sans-IO MQTT session (Paho's ClientState, sized for a microcontroller).
+# Bytes and time go in (feed, tick), bytes to write come out (pack_next into
+# self.tx), and the application hears of events through the on_* attributes.
+# It never touches a socket or a clock, so tests drive it with scripted bytes and
+# a fake clock. Every table is a fixed-size list allocated here, once.
+try:
+    from micropython import const
+except ImportError:
+
+    def const(x):
+        return x
+
+
+try:
+    from time import ticks_diff
+except ImportError:  # CPython: plain integer milliseconds
+
+    def ticks_diff(a, b):
+        return a - b
+
+
+from .codec import wire
+from .codec.errors import CodecError
+from .codec.stream import PacketReader
+from .codec.topics import check_filter, check_name
+
+# connection states
+DISCONNECTED = const(0)
+CONNECTING = const(1)    # CONNECT queued or sent, no CONNACK yet
+CONNECTED = const(2)
+DISCONNECTING = const(3)  # DISCONNECT queued
+
+# outbound message slot flags (low two bits: QoS)
+_RETAIN = const(4)
+_SENT = const(8)      # written at least once: a resend carries DUP=1
+_REL = const(16)      # PUBREC received: only PUBREL may be sent from now on (MQTT-4.3.3-1)
+_RESEND = const(32)   # to be written again after a reconnect
+
+# subscription entry states
+_S_FREE = const(0)
+_S_SUB = const(1)      # SUBSCRIBE to be written
+_S_SUBACK = const(2)   # SUBSCRIBE written, awaiting SUBACK
+_S_ACTIVE = const(3)
+_S_UNSUB = const(4)    # UNSUBSCRIBE to be written
+_S_UNSUBACK = const(5)
+
+_DELTA = const(100)  # ms of slack on keepalive checks, as Paho
+_NIL = const(-1)
+
+
+class MQTTException(Exception):
+    """Base of fleetwire's errors; the message says what happened and what to do."""
+
+
+class ConnectRefused(MQTTException):
+    """The broker answered CONNACK with a non-zero code (see .code and .reason)."""
+
+    def __init__(self, code):
+        self.code = code
+        self.reason = wire.CONNACK_REASONS[code] if code < 6 else "code %d" % code
+        super().__init__("broker refused the connection: " + self.reason)
+
+
+class QueueFull(MQTTException):
+    pass
+
+
+class ProtocolError(MQTTException):
+    """The broker broke MQTT 3.1.1; the connection is closed."""
+
+
+class Session:
+    def __init__(self, client_id, keepalive=0, clean_session=True, max_inflight=10,
+                 queue_size=16, max_packet=1024, max_subscriptions=8, drop_oldest=False,
+                 connect_timeout=10000):
+        if max_inflight < 1 or queue_size < max_inflight:
+            raise ValueError("need 1 <= max_inflight <= queue_size")
+        self.client_id = client_id
+        self.keepalive = keepalive
+        self.clean_session = clean_session
+        self.max_inflight = max_inflight
+        self.drop_oldest = drop_oldest
+        self.connect_timeout = connect_timeout
+        self.will = None          # (topic, msg, qos, retain) or None
+        self.username = None
+        self.password = None
+        self.reader = PacketReader(max_packet)
+        self.tx = bytearray(max_packet)
+        # Outbound messages: slots in three singly linked lists (free, pending =
+        # accepted not yet sent, inflight = sent QoS>0 awaiting completion), so
+        # order is kept and every operation is O(1) or O(max_inflight).
+        n = queue_size
+        self._topic = [None] * n
+        self._msg = [None] * n
+        self._flags = bytearray(n)
+        self._pid = [0] * n
+        self._next = [_NIL] * n
+        for i in range(n - 1):
+            self._next[i] = i + 1
+        self._free = 0
+        self._pend_head = self._pend_tail = _NIL
+        self._infl_head = self._infl_tail = _NIL
+        self.pending = 0    # accepted, not yet written
+        self.inflight = 0   # written, awaiting PUBACK / PUBCOMP
+        self._resend = 0    # inflight slots still to write again after a reconnect
+        # Flows (acks, PUBREL, SUBSCRIBE, UNSUBSCRIBE) waiting to be written, in order:
+        # type << 16 | packet id (or subscription index for SUBSCRIBE/UNSUBSCRIBE).
+        fn = 2 * max_inflight + max_subscriptions + 4
+        self._flows = [0] * fn
+        self._fhead = 0
+        self._fcount = 0
+        # Inbound QoS 2 messages held until PUBREL (exactly-once delivery).
+        self._rx_pid = [0] * max_inflight
+        self._rx_topic = [None] * max_inflight
+        self._rx_msg = [None] * max_inflight
+        # Subscriptions, kept so they can be made again after a clean reconnect.
+        m = max_subscriptions
+        self._sub_topic = [None] * m
+        self._sub_qos = bytearray(m)
+        self._sub_state = bytearray(m)
+        self._sub_pid = [0] * m
+        self._last_pid = 0
+        self.state = DISCONNECTED
+        self.session_present = False
+        self._connect_sent = False
+        self._ping_due = False
+        self._ping_at = -1   # when the outstanding PINGREQ was written, -1 if none
+        self.last_in = 0
+        self.last_out = 0
+        self.dropped = 0     # QoS 0 messages dropped by the drop_oldest policy
+        # Event handlers (set by the owner). on_message(topic, msg, first_byte);
+        # on_delivered(pid); on_suback(pid, rc); on_unsuback(pid); on_connack(present);
+        # on_lost(reason); on_discarded(topic, msg, qos) for drop_oldest / clean start.
+        self.on_message = _ignore
+        self.on_delivered = _ignore1
+        self.on_suback = _ignore
+        self.on_unsuback = _ignore1
+        self.on_connack = _ignore1
+        self.on_pingresp = _ignore0
+        self.on_discarded = _ignore
+
+    # ---- application calls
+
+    def publish(self, topic, msg, qos=0, retain=False):
+        """Accept a message (bytes topic and msg, held by reference) -> packet id (0 for QoS 0)."""
+        check_name(topic)
+        if qos < 0 or qos > 2:
+            raise ValueError("qos must be 0, 1 or 2")
+        if wire.varint_size(len(topic) + len(msg) + 4) + 5 + len(topic) + len(msg) > len(self.tx):
+            raise ValueError("message of %d bytes does not fit max_packet (%d)"
+                             % (len(topic) + len(msg) + 4, len(self.tx)))
+        s = self._free
+        if s == _NIL:
+            s = self._drop_oldest_qos0() if self.drop_oldest else _NIL
+            if s == _NIL:
+                raise QueueFull("outbound queue full (%d messages accepted, not yet completed)"
+                                % (self.pending + self.inflight))
+        self._free = self._next[s]
+        pid = self._new_pid() if qos else 0
+        self._topic[s] = topic
+        self._msg[s] = msg
+        self._flags[s] = qos | (_RETAIN if retain else 0)
+        self._pid[s] = pid
+        self._next[s] = _NIL
+        if self._pend_tail == _NIL:
+            self._pend_head = s
+        else:
+            self._next[self._pend_tail] = s
+        self._pend_tail = s
+        self.pending += 1
+        return pid
+
+    def subscribe(self, topic_filter, qos=0):
+        check_filter(topic_filter)
+        if qos < 0 or qos > 2:
+            raise ValueError("qos must be 0, 1 or 2")
+        i = self._sub_find(topic_filter)
+        if i < 0:
+            i = self._sub_find(None)
+            if i < 0:
+                raise MQTTException("subscription table full (max_subscriptions=%d)" % len(self._sub_state))
+            self._sub_topic[i] = topic_filter
+        self._sub_qos[i] = qos
+        return self._sub_queue(i, _S_SUB)
+
+    def unsubscribe(self, topic_filter):
+        check_filter(topic_filter)
+        i = self._sub_find(topic_filter)
+        if i < 0:
+            i = self._sub_find(None)
+            if i < 0:
+                raise MQTTException("subscription table full (max_subscriptions=%d)" % len(self._sub_state))
+            self._sub_topic[i] = topic_filter
+        return self._sub_queue(i, _S_UNSUB)
+
+    def ping(self):
+        self._ping_due = True
+
+    def disconnect(self):
+        """Queue DISCONNECT; after it is written the connection must be closed."""
+        if self.state == CONNECTED:
+            self.state = DISCONNECTING
+
+    # ---- connection
+
+    def start(self, now):
+        """A transport is open: CONNECT goes first."""
+        self.reader.reset()
+        self.state = CONNECTING
+        self._connect_sent = False
+        self._ping_due = False
+        self._ping_at = -1
+        self._fhead = self._fcount = 0
+        self.last_in = self.last_out = now
+
+    def lost(self):
+        """The transport is gone. In-flight messages stay for resending; volatile flows go."""
+        self.state = DISCONNECTED
+        self._fcount = 0
+        self._ping_due = False
+        self._ping_at = -1
+        self.reader.reset()
+
+    def handle(self, now):
+        """Act on the packet self.reader has ready (the I/O loop frames with reader.feed)."""
+        r = self.reader
+        self.last_in = now
+        first = r.first
+        n = r.size
+        r.reset()  # the body stays in r.buf until the reader is fed again
+        try:
+            self._handle(first, r.buf, n)
+        except CodecError as e:
+            raise ProtocolError("malformed packet from the broker: %s" % e)
+
+    def receive(self, data, now):
+        """Frame and act on every packet in data (for tests and simple loops)."""
+        i = 0
+        n = len(data)
+        while i < n:
+            try:
+                i = self.reader.feed(data, i, n)
+            except CodecError as e:
+                raise ProtocolError("malformed packet from the broker: %s" % e)
+            if self.reader.ready:
+                self.handle(now)
+
+    def holds(self, pid):
+        """True while the message with this packet id is queued or in flight."""
+        return self._find(self._pend_head, pid) != _NIL or self._find(self._infl_head, pid) != _NIL
+
+    def sub_pending(self, pid):
+        """True while a SUBSCRIBE or UNSUBSCRIBE with this packet id awaits its ack."""
+        for i in range(len(self._sub_state)):
+            st = self._sub_state[i]
+            if st != _S_FREE and st != _S_ACTIVE and self._sub_pid[i] == pid:
+                return True
+        return False
+
+    def want_write(self):
+        """True if pack_next would produce a packet now."""
+        st = self.state
+        if st == CONNECTING:
+            return not self._connect_sent
+        if st == DISCONNECTED:
+            return False
+        if st == DISCONNECTING or self._ping_due or self._fcount or self._resend:
+            return True
+        return self.pending and (self.inflight < self.max_inflight or self._flags[self._pend_head] & 3 == 0)
+
+    def pack_next(self, now):
+        """Pack the next packet to write into self.tx; -> its length, 0 if nothing is due.
+
+        Order (Paho): CONNECT; then DISCONNECT, PINGREQ, flows, resends after a
+        reconnect, new messages within the in-flight window."""
+        st = self.state
+        tx = self.tx
+        if st == CONNECTING:
+            if self._connect_sent:
+                return 0
+            self._connect_sent = True
+            w = self.will
+            if w:
+                return wire.pack_connect(tx, self.client_id, self.clean_session, self.keepalive,
+                                         w[0], w[1], w[2], w[3], self.username, self.password)
+            return wire.pack_connect(tx, self.client_id, self.clean_session, self.keepalive,
+                                     None, None, 0, False, self.username, self.password)
+        if st == DISCONNECTED:
+            return 0
+        if st == DISCONNECTING:
+            self.state = DISCONNECTED
+            return wire.pack_empty(tx, wire.DISCONNECT)
+        if self._ping_due:
+            self._ping_due = False
+            self._ping_at = now
+            return wire.pack_empty(tx, wire.PINGREQ)
+        if self._fcount:
+            f = self._flows[self._fhead]
+            self._fhead = (self._fhead + 1) % len(self._flows)
+            self._fcount -= 1
+            t = f >> 16
+            if t == wire.SUBSCRIBE or t == wire.UNSUBSCRIBE:
+                i = f & 0xFFFF
+                st = self._sub_state[i]
+                if t == wire.SUBSCRIBE and st == _S_SUB:
+                    self._sub_state[i] = _S_SUBACK
+                    return wire.pack_subscribe(tx, self._sub_pid[i], ((self._sub_topic[i], self._sub_qos[i]),))
+                if t == wire.UNSUBSCRIBE and st == _S_UNSUB:
+                    self._sub_state[i] = _S_UNSUBACK
+                    return wire.pack_unsubscribe(tx, self._sub_pid[i], (self._sub_topic[i],))
+                return self.pack_next(now)  # superseded by a later subscribe/unsubscribe
+            return wire.pack_ack(tx, t, f & 0xFFFF)
+        if self._resend:
+            s = self._infl_head
+            while s != _NIL and not self._flags[s] & _RESEND:
+                s = self._next[s]
+            if s != _NIL:
+                self._resend -= 1
+                fl = self._flags[s] & ~_RESEND
+                self._flags[s] = fl
+                if fl & _REL:
+                    return wire.pack_ack(tx, wire.PUBREL, self._pid[s])
+                return wire.pack_publish(tx, self._topic[s], self._msg[s], fl & 3,
+                                         fl & _RETAIN, True, self._pid[s])
+            self._resend = 0
+        s = self._pend_head
+        if s == _NIL:
+            return 0
+        fl = self._flags[s]
+        qos = fl & 3
+        if qos and self.inflight >= self.max_inflight:
+            return 0
+        n = wire.pack_publish(tx, self._topic[s], self._msg[s], qos, fl & _RETAIN, False, self._pid[s])
+        # off the pending list
+        self._pend_head = self._next[s]
+        if self._pend_head == _NIL:
+            self._pend_tail = _NIL
+        self.pending -= 1
+        if qos:
+            self._flags[s] = fl | _SENT
+            self._next[s] = _NIL
+            if self._infl_tail == _NIL:
+                self._infl_head = s
+            else:
+                self._next[self._infl_tail] = s
+            self._infl_tail = s
+            self.inflight += 1
+        else:
+            self._release(s)
+        return n
+
+    def wrote(self, now):
+        """The packet from pack_next is fully written."""
+        self.last_out = now
+
+    def tick(self, now):
+        """Keepalive and CONNACK deadlines -> ms until the next check; raises on a dead link."""
+        st = self.state
+        if st == CONNECTING:
+            left = self.connect_timeout - ticks_diff(now, self.last_out)
+            if left <= 0:
+                raise MQTTException("no CONNACK within %d ms" % self.connect_timeout)
+            return left
+        if st != CONNECTED or not self.keepalive:
+            return 60000
+        k = self.keepalive * 1000
+        if self._ping_at >= 0:
+            # a PINGREQ is out: alive only if something arrived since it was written
+            since = ticks_diff(now, self._ping_at)
+            if ticks_diff(self.last_in, self._ping_at) < 0 and since >= k + _DELTA:
+                raise MQTTException("no answer from the broker within keepalive (%d s) + 100 ms of PINGREQ"
+                                    % self.keepalive)
+            return max(1, k + _DELTA - since)
+        out = ticks_diff(now, self.last_out)
+        if out >= 2 * k:
+            raise MQTTException("nothing could be written for 2 x keepalive (%d s)" % self.keepalive)
+        if ticks_diff(now, self.last_in) >= k - _DELTA or out >= k - _DELTA:
+            self._ping_due = True
+            return 1
+        return max(1, k - _DELTA - max(out, ticks_diff(now, self.last_in)))
+
+    # ---- received packets
+
+    def _handle(self, first, b, n):
+        t = first >> 4
+        st = self.state
+        if st == CONNECTING:
+            if t != wire.CONNACK:
+                raise ProtocolError("expected CONNACK, got " + wire.NAMES[t])
+            c = wire.connack_code(b, n)
+            if c & 255:
+                self.state = DISCONNECTED
+                raise ConnectRefused(c & 255)
+            self._connected(c >> 8)
+            return
+        if t == wire.PUBLISH:
+            self._on_publish(first, b, n)
+        elif t == wire.PUBACK:
+            self._complete(wire.ack_id(t, b, n), 1, t)
+        elif t == wire.PUBREC:
+            pid = wire.ack_id(t, b, n)
+            s = self._find(self._infl_head, pid)
+            if s == _NIL or self._flags[s] & 3 != 2:
+                # Not ours: answer so the broker can finish (Paho does the same).
+                self._flow(wire.PUBREL, pid)
+                return
+            self._flags[s] |= _REL
+            self._flow(wire.PUBREL, pid)
+        elif t == wire.PUBCOMP:
+            self._complete(wire.ack_id(t, b, n), 2, t)
+        elif t == wire.PUBREL:
+            self._on_pubrel(wire.ack_id(t, b, n))
+        elif t == wire.SUBACK:
+            pid = wire.suback_check(b, n)
+            for i in range(len(self._sub_state)):
+                if self._sub_state[i] == _S_SUBACK and self._sub_pid[i] == pid:
+                    rc = wire.suback_code(b, n, 0)
+                    self._sub_state[i] = _S_ACTIVE if rc != wire.SUBACK_FAILURE else _S_FREE
+                    if rc == wire.SUBACK_FAILURE:
+                        self._sub_topic[i] = None
+                    self.on_suback(pid, rc)
+                    return
+        elif t == wire.UNSUBACK:
+            pid = wire.ack_id(t, b, n)
+            for i in range(len(self._sub_state)):
+                if self._sub_state[i] == _S_UNSUBACK and self._sub_pid[i] == pid:
+                    self._sub_state[i] = _S_FREE
+                    self._sub_topic[i] = None
+                    self.on_unsuback(pid)
+                    return
+        elif t == wire.PINGRESP:
+            if n:
+                raise ProtocolError("PINGRESP with a body")
+            self._ping_at = -1
+            self.on_pingresp()
+        else:  # CONNACK twice, or a packet only a client sends
+            raise ProtocolError("unexpected %s from the broker" % wire.NAMES[t])
+
+    def _connected(self, present):
+        self.state = CONNECTED
+        self.session_present = bool(present)
+        if self.clean_session:
+            # A clean session starts empty (Paho): what was in flight is discarded,
+            # and said so; messages never sent stay queued.
+            s = self._infl_head
+            while s != _NIL:
+                nxt = self._next[s]
+                self.on_discarded(self._topic[s], self._msg[s], self._flags[s] & 3)
+                self._release(s)
+                s = nxt
+            self._infl_head = self._infl_tail = _NIL
+            self.inflight = 0
+        if not present:
+            # A new session at the broker will never send PUBREL for what we hold.
+            for i in range(len(self._rx_pid)):
+                self._rx_pid[i] = 0
+                self._rx_topic[i] = self._rx_msg[i] = None
+        # Resend what is in flight, in order, with the original ids (MQTT-4.4.0-1).
+        self._resend = 0
+        s = self._infl_head
+        while s != _NIL:
+            self._flags[s] |= _RESEND
+            self._resend += 1
+            s = self._next[s]
+        # Subscriptions the broker may not have: all of them if the session is new.
+        for i in range(len(self._sub_state)):
+            st = self._sub_state[i]
+            if st == _S_FREE:
+                continue
+            if st == _S_UNSUB or st == _S_UNSUBACK:
+                if present:
+                    self._sub_queue(i, _S_UNSUB)
+                else:
+                    self._sub_state[i] = _S_FREE
+                    self._sub_topic[i] = None
+            elif st != _S_ACTIVE or not present:
+                self._sub_queue(i, _S_SUB)
+        self.on_connack(self.session_present)
+
+    def _on_publish(self, first, b, n):
+        te, pid, ps = wire.publish_fields(first, b, n)
+        qos = first >> 1 & 3
+        if qos == 2:
+            k = self._rx_find(pid)
+            if k >= 0:   # a repeat before PUBREL: acknowledge, never deliver twice
+                self._flow(wire.PUBREC, pid)
+                return
+            k = self._rx_find(0)
+            if k < 0:
+                # Cannot hold it: close so the broker redelivers (MQTT-4.8.0-2).
+                raise ProtocolError("more than max_inflight (%d) inbound QoS 2 messages in flight"
+                                    % len(self._rx_pid))
+            self._rx_pid[k] = pid
+            self._rx_topic[k] = bytes(b[2:te])
+            self._rx_msg[k] = bytes(b[ps:n])
+            self._flow(wire.PUBREC, pid)
+            return
+        topic = bytes(b[2:te])
+        msg = bytes(b[ps:n])
+        if qos:
+            self._flow(wire.PUBACK, pid)
+        self._deliver(topic, msg, first)
+
+    def _on_pubrel(self, pid):
+        k = self._rx_find(pid)
+        self._flow(wire.PUBCOMP, pid)
+        if k >= 0:
+            topic = self._rx_topic[k]
+            msg = self._rx_msg[k]
+            self._deliver(topic, msg, 0x34)
+            self._rx_pid[k] = 0
+            self._rx_topic[k] = self._rx_msg[k] = None
+
+    def _deliver(self, topic, msg, first):
+        # The ack is queued already; if the application raises, take it back so the
+        # message is not acknowledged, and let the exception end the connection.
+        tail = self._fcount
+        try:
+            self.on_message(topic, msg, first)
+        except Exception:
+            if first & 6 and self._fcount == tail:
+                self._fcount -= 1
+            raise
+
+    def _complete(self, pid, qos, t):
+        # PUBACK (qos 1) or PUBCOMP (qos 2) for an in-flight message.
+        prev = _NIL
+        s = self._infl_head
+        while s != _NIL and self._pid[s] != pid:
+            prev = s
+            s = self._next[s]
+        if s == _NIL or self._flags[s] & 3 != qos or (qos == 2 and not self._flags[s] & _REL):
+            raise ProtocolError("%s for packet id %d, which is not awaiting one" % (wire.NAMES[t], pid))
+        nxt = self._next[s]
+        if prev == _NIL:
+            self._infl_head = nxt
+        else:
+            self._next[prev] = nxt
+        if self._infl_tail == s:
+            self._infl_tail = prev
+        if self._flags[s] & _RESEND:
+            self._resend -= 1
+        self.inflight -= 1
+        self._release(s)
+        self.on_delivered(pid)
+
+    # ---- helpers
+
+    def _flow(self, t, v):
+        fl = self._flows
+        if self._fcount == len(fl):
+            raise ProtocolError("too many acknowledgements waiting to be written")
+        fl[(self._fhead + self._fcount) % len(fl)] = t << 16 | v
+        self._fcount += 1
+
+    def _release(self, s):
+        self._topic[s] = self._msg[s] = None
+        self._flags[s] = 0
+        self._pid[s] = 0
+        self._next[s] = self._free
+        self._free = s
+
+    def _drop_oldest_qos0(self):
+        prev = _NIL
+        s = self._pend_head
+        while s != _NIL and self._flags[s] & 3:
+            prev = s
+            s = self._next[s]
+        if s == _NIL:
+            return _NIL
+        nxt = self._next[s]
+        if prev == _NIL:
+            self._pend_head = nxt
+        else:
+            self._next[prev] = nxt
+        if self._pend_tail == s:
+            self._pend_tail = prev
+        self.pending -= 1
+        self.dropped += 1
+        self.on_discarded(self._topic[s], self._msg[s], 0)
+        self._release(s)
+        s = self._free
+        return s
+
+    def _find(self, s, pid):
+        # Walk a slot list from s to the slot holding pid.
+        while s != _NIL and self._pid[s] != pid:
+            s = self._next[s]
+        return s
+
+    def _rx_find(self, pid):
+        p = self._rx_pid
+        for k in range(len(p)):
+            if p[k] == pid:
+                return k
+        return -1
+
+    def _sub_find(self, topic_filter):
+        for i in range(len(self._sub_state)):
+            if topic_filter is None:
+                if self._sub_state[i] == _S_FREE:
+                    return i
+            elif self._sub_state[i] != _S_FREE and self._sub_topic[i] == topic_filter:
+                return i
+        return -1
+
+    def _sub_queue(self, i, state):
+        self._sub_state[i] = state
+        pid = self._new_pid()
+        self._sub_pid[i] = pid
+        self._flow(wire.SUBSCRIBE if state == _S_SUB else wire.UNSUBSCRIBE, i)
+        return pid
+
+    def _in_use(self, pid):
+        return self.holds(pid) or self.sub_pending(pid)
+
+    def _new_pid(self):
+        # 1..65535, wrapping, skipping ids still in use (MQTT-2.3.1-2).
+        p = self._last_pid
+        for _ in range(65535):
+            p = p + 1 if p < 65535 else 1
+            if not self._in_use(p):
+                self._last_pid = p
+                return p
+        raise QueueFull("no free packet identifier")
+
+
+def _ignore(*a):
+    pass
+
+
+def _ignore1(a):
+    pass
+
+
+def _ignore0():
+    pass

@@ -1,0 +1,9 @@
+"""The sans-IO session's flows (tests/portable/session_cases.py), on CPython and on
+the MicroPython unix port."""
+from portable.harness import make_tests
+
+# The device code plus the test scaffolding (the full codec and these cases
+# are loaded too), so more than the 96 KB a device program gets.
+HEAP = "128K"
+
+test_cpython, test_micropython = make_tests("session_cases", heap=HEAP)

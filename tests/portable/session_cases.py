@@ -1,0 +1,577 @@
+# The sans-IO session, specified flow by flow: scripted broker bytes in, the
+# client's packets out, a fake clock. Portable: runs unchanged on CPython and on
+# the MicroPython unix port (tests/portable/run.py). Names carry the MQTT 3.1.1
+# statement id a case proves, where there is one.
+from fleetwire.session import (Session, ProtocolError, ConnectRefused, QueueFull, MQTTException,
+                               CONNECTED, DISCONNECTED)
+from fleetwire.codec import packets as P
+
+
+def out(s, now=0):
+    """Every packet the session writes now, decoded."""
+    res = []
+    while True:
+        n = s.pack_next(now)
+        if not n:
+            return res
+        s.wrote(now)
+        res.append(P.decode_all(bytes(s.tx[:n]))[0])
+
+
+def recv(s, *pkts, now=0):
+    s.receive(b"".join(p.encode() for p in pkts), now)
+
+
+def session(present=False, clean=True, now=0, **kw):
+    s = Session(b"dev", clean_session=clean, **kw)
+    s.start(now)
+    out(s, now)
+    recv(s, P.Connack(present, 0), now=now)
+    return s
+
+
+def raises(exc, f, *a):
+    try:
+        f(*a)
+    except exc as e:
+        return e
+    raise AssertionError("%s not raised" % exc.__name__)
+
+
+def eq(got, want):
+    if got != want:
+        raise AssertionError("got %r, want %r" % (got, want))
+
+
+def events(s):
+    log = []
+    s.on_message = lambda t, m, f: log.append(("msg", t, m, f >> 1 & 3))
+    s.on_delivered = lambda pid: log.append(("delivered", pid))
+    s.on_suback = lambda pid, rc: log.append(("suback", pid, rc))
+    s.on_unsuback = lambda pid: log.append(("unsuback", pid))
+    s.on_discarded = lambda t, m, q: log.append(("discarded", t, m, q))
+    return log
+
+
+def reconnect(s, present, now=0):
+    s.lost()
+    s.start(now)
+    c = out(s, now)
+    recv(s, P.Connack(present, 0), now=now)
+    return c
+
+
+# ---- CONNECT and CONNACK
+
+def test_MQTT_3_1_0_1_connect_is_the_first_packet_and_nothing_follows_before_connack():
+    s = Session(b"dev", keepalive=30)
+    s.publish(b"t", b"early", 1)
+    s.start(0)
+    eq(out(s), [P.Connect("dev", True, 30)])
+    eq(out(s), [])  # the PUBLISH waits for CONNACK
+    recv(s, P.Connack(False, 0))
+    eq(s.state, CONNECTED)
+    eq(out(s), [P.Publish("t", b"early", 1, packet_id=1)])
+
+
+def test_connect_carries_will_and_credentials():
+    s = Session(b"dev", keepalive=5, clean_session=False)
+    s.will = (b"dev/status", b"gone", 1, True)
+    s.username = b"u"
+    s.password = b"pw"
+    s.start(0)
+    eq(out(s), [P.Connect("dev", False, 5, "dev/status", b"gone", 1, True, "u", b"pw")])
+
+
+def test_MQTT_3_1_2_22_a_password_without_user_name_is_refused():
+    s = Session(b"dev")
+    s.password = b"pw"
+    s.start(0)
+    e = raises(ValueError, s.pack_next, 0)
+    assert "MQTT-3.1.2-22" in str(e)
+
+
+def test_MQTT_3_1_3_7_an_empty_client_id_needs_clean_session():
+    s = Session(b"", clean_session=False)
+    s.start(0)
+    e = raises(ValueError, s.pack_next, 0)
+    assert "MQTT-3.1.3-7" in str(e)
+
+
+def test_connack_refusal_is_named():
+    for rc, reason in ((1, "unacceptable protocol version"), (2, "identifier rejected"),
+                       (3, "server unavailable"), (4, "bad user name or password"),
+                       (5, "not authorized")):
+        s = Session(b"dev")
+        s.start(0)
+        out(s)
+        e = raises(ConnectRefused, recv, s, P.Connack(False, rc))
+        eq(e.code, rc)
+        assert reason in str(e), str(e)
+        eq(s.state, DISCONNECTED)
+
+
+def test_connack_reports_session_present():
+    seen = []
+    s = Session(b"dev", clean_session=False)
+    s.on_connack = seen.append
+    s.start(0)
+    out(s)
+    recv(s, P.Connack(True, 0))
+    eq(seen, [True])
+    assert s.session_present
+
+
+def test_no_connack_within_the_connect_timeout_is_an_error():
+    s = Session(b"dev", connect_timeout=5000)
+    s.start(0)
+    out(s, 0)
+    s.tick(4999)
+    e = raises(MQTTException, s.tick, 5000)
+    assert "CONNACK" in str(e)
+
+
+def test_a_packet_before_connack_is_a_protocol_error():
+    s = Session(b"dev")
+    s.start(0)
+    out(s)
+    raises(ProtocolError, recv, s, P.Puback(1))
+
+
+# ---- packet identifiers
+
+def test_MQTT_2_3_1_1_packet_ids_are_never_zero_and_wrap_past_65535():
+    s = session(max_inflight=4, queue_size=4)
+    s._last_pid = 65534
+    ids = [s.publish(b"t", b"x", 1) for _ in range(3)]
+    eq(ids, [65535, 1, 2])
+
+
+def test_MQTT_2_3_1_2_ids_still_in_use_are_skipped():
+    s = session(max_inflight=4, queue_size=4)
+    eq(s.publish(b"t", b"a", 1), 1)
+    eq(s.publish(b"t", b"b", 2), 2)
+    out(s)
+    s._last_pid = 65535
+    eq(s.publish(b"t", b"c", 1), 3)  # 1 and 2 are in flight
+
+
+def test_MQTT_2_3_1_5_qos0_has_no_packet_id():
+    s = session()
+    eq(s.publish(b"t", b"x", 0), 0)
+    eq(out(s), [P.Publish("t", b"x", 0)])
+
+
+def test_MQTT_2_3_1_3_an_id_is_free_again_only_after_its_ack():
+    s = session(max_inflight=2, queue_size=2)
+    s._last_pid = 65534
+    eq(s.publish(b"t", b"a", 1), 65535)
+    out(s)
+    recv(s, P.Puback(65535))
+    s._last_pid = 65534
+    eq(s.publish(b"t", b"b", 1), 65535)
+
+
+# ---- outbound QoS 1 and 2
+
+def test_qos1_completes_on_puback():
+    s = session()
+    log = events(s)
+    pid = s.publish(b"a/b", b"hi", 1)
+    eq(out(s), [P.Publish("a/b", b"hi", 1, packet_id=pid)])
+    assert s.holds(pid)
+    recv(s, P.Puback(pid))
+    eq(log, [("delivered", pid)])
+    assert not s.holds(pid)
+    eq(s.inflight, 0)
+
+
+def test_qos2_completes_on_pubcomp_after_pubrel():
+    s = session()
+    log = events(s)
+    pid = s.publish(b"a", b"x", 2)
+    eq(out(s), [P.Publish("a", b"x", 2, packet_id=pid)])
+    recv(s, P.Pubrec(pid))
+    eq(out(s), [P.Pubrel(pid)])
+    eq(log, [])
+    recv(s, P.Pubcomp(pid))
+    eq(log, [("delivered", pid)])
+    eq(s.inflight, 0)
+
+
+def test_MQTT_4_6_0_4_pubrels_go_in_the_order_of_their_pubrecs():
+    s = session()
+    a = s.publish(b"t", b"1", 2)
+    b = s.publish(b"t", b"2", 2)
+    out(s)
+    recv(s, P.Pubrec(b), P.Pubrec(a))
+    eq(out(s), [P.Pubrel(b), P.Pubrel(a)])
+
+
+def test_in_flight_window_holds_new_publishes_until_an_ack():
+    s = session(max_inflight=2, queue_size=4)
+    ids = [s.publish(b"t", bytes([48 + i]), 1) for i in range(4)]
+    eq([p.packet_id for p in out(s)], ids[:2])
+    eq(out(s), [])
+    assert not s.want_write()
+    recv(s, P.Puback(ids[0]))
+    eq([p.packet_id for p in out(s)], [ids[2]])
+
+
+def test_queue_full_raises_and_keeps_what_was_accepted():
+    s = session(max_inflight=1, queue_size=2)
+    s.publish(b"t", b"1", 1)
+    s.publish(b"t", b"2", 1)
+    e = raises(QueueFull, s.publish, b"t", b"3", 1)
+    assert "queue full" in str(e)
+    eq([p.payload for p in out(s)], [b"1"])
+    recv(s, P.Puback(1))
+    eq([p.payload for p in out(s)], [b"2"])
+
+
+def test_drop_oldest_policy_drops_the_oldest_queued_qos0_and_counts_it():
+    s = Session(b"dev", max_inflight=1, queue_size=2, drop_oldest=True)
+    log = events(s)
+    s.publish(b"t", b"old", 0)
+    s.publish(b"t", b"keep", 1)
+    s.publish(b"t", b"new", 0)
+    eq(s.dropped, 1)
+    eq(log, [("discarded", b"t", b"old", 0)])
+    s.start(0)
+    out(s)
+    recv(s, P.Connack(False, 0))
+    eq([p.payload for p in out(s)], [b"keep", b"new"])
+
+
+def test_a_publish_that_cannot_fit_max_packet_is_refused_up_front():
+    s = session(max_packet=64)
+    raises(ValueError, s.publish, b"t", b"x" * 100, 1)
+    eq(s.pending, 0)
+
+
+def test_MQTT_4_7_1_1_wildcards_in_a_publish_topic_are_refused():
+    s = session()
+    raises(ValueError, s.publish, b"a/+", b"x", 0)
+    raises(ValueError, s.publish, b"a/#", b"x", 0)
+
+
+# ---- resending after a reconnect
+
+def test_MQTT_4_4_0_1_unacked_publishes_are_resent_with_original_ids_and_dup():
+    s = session(clean=False)
+    a = s.publish(b"t", b"1", 1)
+    b = s.publish(b"t", b"2", 2)
+    eq(out(s), [P.Publish("t", b"1", 1, packet_id=a), P.Publish("t", b"2", 2, packet_id=b)])
+    eq(reconnect(s, True), [P.Connect("dev", False, 0)])
+    eq(out(s), [P.Publish("t", b"1", 1, dup=True, packet_id=a),
+                P.Publish("t", b"2", 2, dup=True, packet_id=b)])
+
+
+def test_MQTT_3_3_1_1_dup_is_set_only_on_redelivery():
+    s = session(clean=False)
+    pid = s.publish(b"t", b"x", 1)
+    assert not out(s)[0].dup
+    reconnect(s, True)
+    assert out(s)[0].dup
+    recv(s, P.Puback(pid))
+    s.publish(b"t", b"y", 1)
+    assert not out(s)[0].dup
+
+
+def test_MQTT_4_3_3_1_after_pubrel_the_publish_is_never_resent():
+    s = session(clean=False)
+    pid = s.publish(b"t", b"x", 2)
+    out(s)
+    recv(s, P.Pubrec(pid))
+    eq(out(s), [P.Pubrel(pid)])
+    reconnect(s, True)
+    eq(out(s), [P.Pubrel(pid)])
+    recv(s, P.Pubcomp(pid))
+    eq(s.inflight, 0)
+
+
+def test_MQTT_4_6_0_1_resends_keep_the_original_order():
+    s = session(clean=False)
+    a = s.publish(b"t", b"a", 2)
+    b = s.publish(b"t", b"b", 1)
+    c = s.publish(b"t", b"c", 2)
+    out(s)
+    recv(s, P.Pubrec(a))
+    out(s)
+    reconnect(s, False)
+    eq(out(s), [P.Pubrel(a), P.Publish("t", b"b", 1, dup=True, packet_id=b),
+                P.Publish("t", b"c", 2, dup=True, packet_id=c)])
+
+
+def test_resends_come_before_new_messages_and_respect_the_window():
+    s = session(clean=False, max_inflight=2, queue_size=4)
+    a = s.publish(b"t", b"a", 1)
+    b = s.publish(b"t", b"b", 1)
+    out(s)
+    s.publish(b"t", b"c", 1)
+    reconnect(s, True)
+    eq([(p.payload, p.dup) for p in out(s)], [(b"a", True), (b"b", True)])
+    recv(s, P.Puback(a))
+    eq([(p.payload, p.dup) for p in out(s)], [(b"c", False)])
+
+
+def test_clean_session_discards_in_flight_but_keeps_the_queue():
+    s = session(max_inflight=1, queue_size=3)
+    log = events(s)
+    s.publish(b"t", b"sent", 1)
+    s.publish(b"t", b"queued", 1)
+    out(s)
+    reconnect(s, False)
+    eq(log, [("discarded", b"t", b"sent", 1)])
+    eq([(p.payload, p.dup) for p in out(s)], [(b"queued", False)])
+
+
+def test_messages_published_while_disconnected_go_out_after_connack():
+    s = session(clean=False)
+    s.lost()
+    s.publish(b"t", b"offline", 1)
+    assert not s.want_write()
+    reconnect(s, True)
+    eq([p.payload for p in out(s)], [b"offline"])
+
+
+# ---- inbound
+
+def test_MQTT_3_3_4_1_qos1_is_delivered_then_acknowledged():
+    s = session()
+    log = events(s)
+    recv(s, P.Publish("in/x", b"m", 1, packet_id=9))
+    eq(log, [("msg", b"in/x", b"m", 1)])
+    eq(out(s), [P.Puback(9)])
+
+
+def test_qos0_is_delivered_without_ack():
+    s = session()
+    log = events(s)
+    recv(s, P.Publish("in/x", b"m", 0, retain=True))
+    eq(log, [("msg", b"in/x", b"m", 0)])
+    eq(out(s), [])
+
+
+def test_MQTT_4_6_0_2_pubacks_go_in_the_order_the_publishes_arrived():
+    s = session()
+    recv(s, P.Publish("a", b"1", 1, packet_id=7), P.Publish("a", b"2", 1, packet_id=3),
+         P.Publish("a", b"3", 1, packet_id=5))
+    eq(out(s), [P.Puback(7), P.Puback(3), P.Puback(5)])
+
+
+def test_MQTT_4_6_0_3_pubrecs_go_in_the_order_the_publishes_arrived():
+    s = session()
+    recv(s, P.Publish("a", b"1", 2, packet_id=4), P.Publish("a", b"2", 2, packet_id=2))
+    eq(out(s), [P.Pubrec(4), P.Pubrec(2)])
+
+
+def test_MQTT_4_3_3_2_inbound_qos2_is_delivered_exactly_once_on_pubrel():
+    s = session()
+    log = events(s)
+    recv(s, P.Publish("q", b"once", 2, packet_id=5))
+    eq(out(s), [P.Pubrec(5)])
+    eq(log, [])
+    recv(s, P.Publish("q", b"once", 2, dup=True, packet_id=5))  # a repeat before PUBREL
+    eq(out(s), [P.Pubrec(5)])
+    eq(log, [])
+    recv(s, P.Pubrel(5))
+    eq(log, [("msg", b"q", b"once", 2)])
+    eq(out(s), [P.Pubcomp(5)])
+    recv(s, P.Pubrel(5))  # PUBREL again: answer, deliver nothing
+    eq(out(s), [P.Pubcomp(5)])
+    eq(len(log), 1)
+    recv(s, P.Publish("q", b"next", 2, packet_id=5))  # after PUBCOMP the id is new
+    recv(s, P.Pubrel(5))
+    eq(log[-1], ("msg", b"q", b"next", 2))
+
+
+def test_an_unexpected_pubrel_is_answered_with_pubcomp():
+    s = session()
+    log = events(s)
+    recv(s, P.Pubrel(77))
+    eq(out(s), [P.Pubcomp(77)])
+    eq(log, [])
+
+
+def test_MQTT_4_8_0_2_an_inbound_qos2_the_client_cannot_hold_closes_the_connection():
+    s = session(max_inflight=1, queue_size=1)
+    recv(s, P.Publish("q", b"1", 2, packet_id=1))
+    raises(ProtocolError, recv, s, P.Publish("q", b"2", 2, packet_id=2))
+
+
+def test_a_failing_callback_withdraws_the_ack_so_the_broker_redelivers():
+    s = session()
+
+    def boom(t, m, f):
+        raise RuntimeError("app failed")
+    s.on_message = boom
+    raises(RuntimeError, recv, s, P.Publish("a", b"1", 1, packet_id=3))
+    eq(out(s), [])
+
+
+# ---- broker misbehaviour
+
+def test_puback_for_an_unknown_id_is_a_protocol_error_and_loses_nothing():
+    s = session()
+    pid = s.publish(b"t", b"keep", 1)
+    out(s)
+    e = raises(ProtocolError, recv, s, P.Puback(pid + 1))
+    assert "PUBACK" in str(e)
+    assert s.holds(pid)
+
+
+def test_pubcomp_before_pubrec_is_a_protocol_error():
+    s = session()
+    pid = s.publish(b"t", b"x", 2)
+    out(s)
+    raises(ProtocolError, recv, s, P.Pubcomp(pid))
+    assert s.holds(pid)
+
+
+def test_MQTT_3_3_1_4_qos3_from_the_broker_is_a_protocol_error():
+    s = session()
+    e = raises(ProtocolError, s.receive, b"\x36\x05\x00\x01a\x00\x01", 0)
+    assert "MQTT-3.3.1-4" in str(e)
+
+
+def test_a_second_connack_is_a_protocol_error():
+    s = session()
+    raises(ProtocolError, recv, s, P.Connack(False, 0))
+
+
+def test_MQTT_2_2_2_2_bad_flags_from_the_broker_are_a_protocol_error():
+    s = session()
+    raises(ProtocolError, s.receive, b"\x41\x02\x00\x01", 0)
+
+
+def test_an_oversize_packet_is_refused_before_it_is_read():
+    s = session(max_packet=128)
+    e = raises(ProtocolError, s.receive, b"\x30\xff\xff\xff\x7f", 0)  # claims 268 MB
+    assert "max_packet" in str(e)
+    eq(len(s.reader.buf), 128)
+
+
+# ---- subscriptions
+
+def test_subscribe_and_suback():
+    s = session()
+    log = events(s)
+    pid = s.subscribe(b"a/+", 1)
+    eq(out(s), [P.Subscribe(pid, [("a/+", 1)])])
+    assert s.sub_pending(pid)
+    recv(s, P.Suback(pid, [1]))
+    eq(log, [("suback", pid, 1)])
+    assert not s.sub_pending(pid)
+
+
+def test_a_refused_subscription_is_reported_and_forgotten():
+    s = session()
+    log = events(s)
+    pid = s.subscribe(b"x/#", 0)
+    out(s)
+    recv(s, P.Suback(pid, [0x80]))
+    eq(log, [("suback", pid, 0x80)])
+    reconnect(s, False)
+    eq(out(s), [])
+
+
+def test_unsubscribe_and_unsuback():
+    s = session()
+    log = events(s)
+    pid = s.subscribe(b"a", 0)
+    out(s)
+    recv(s, P.Suback(pid, [0]))
+    u = s.unsubscribe(b"a")
+    eq(out(s), [P.Unsubscribe(u, ["a"])])
+    recv(s, P.Unsuback(u))
+    eq(log[-1], ("unsuback", u))
+
+
+def test_subscriptions_are_made_again_when_the_broker_has_no_session():
+    s = session(clean=False)
+    a = s.subscribe(b"a/#", 1)
+    b = s.subscribe(b"b", 2)
+    out(s)
+    recv(s, P.Suback(a, [1]), P.Suback(b, [2]))
+    reconnect(s, False)
+    subs = out(s)
+    eq([p.topics for p in subs], [[("a/#", 1)], [("b", 2)]])
+    for p in subs:
+        recv(s, P.Suback(p.packet_id, [1]))
+    reconnect(s, True)  # the broker kept them: nothing to send again
+    eq(out(s), [])
+
+
+def test_an_unacknowledged_subscribe_is_sent_again_even_if_the_session_was_kept():
+    s = session(clean=False)
+    s.subscribe(b"a", 1)
+    out(s)
+    reconnect(s, True)
+    eq([p.topics for p in out(s)], [[("a", 1)]])
+
+
+def test_subscription_table_is_fixed_size():
+    s = session(max_subscriptions=2)
+    s.subscribe(b"a", 0)
+    s.subscribe(b"b", 0)
+    s.subscribe(b"a", 1)  # the same filter again updates its entry
+    e = raises(MQTTException, s.subscribe, b"c", 0)
+    assert "max_subscriptions" in str(e)
+
+
+def test_MQTT_4_7_1_2_invalid_filters_are_refused():
+    s = session()
+    raises(ValueError, s.subscribe, b"a/#/b", 0)
+    raises(ValueError, s.subscribe, b"a+", 0)
+
+
+# ---- keepalive (Paho's checkForActivity, delta 100 ms)
+
+def test_MQTT_3_1_2_23_pingreq_when_nothing_was_sent_within_keepalive():
+    s = session(now=0, keepalive=10)
+    s.tick(9899)
+    eq(out(s, 9899), [])
+    s.tick(9900)
+    eq(out(s, 9900), [P.Pingreq()])
+
+
+def test_a_silent_broker_needs_a_ping_even_while_we_send():
+    s = session(now=0, keepalive=10)
+    for t in range(1000, 9900, 1000):
+        s.publish(b"t", b"x", 0)
+        out(s, t)
+        s.tick(t)
+    s.tick(9900)  # nothing received for keepalive - 100 ms
+    eq(out(s, 9900), [P.Pingreq()])
+
+
+def test_no_pingresp_within_keepalive_plus_100ms_is_a_dead_link():
+    s = session(now=0, keepalive=10)
+    s.tick(9900)
+    out(s, 9900)
+    s.tick(19999)
+    e = raises(MQTTException, s.tick, 20000)
+    assert "keepalive" in str(e)
+
+
+def test_pingresp_keeps_the_link_alive():
+    s = session(now=0, keepalive=10)
+    s.tick(9900)
+    out(s, 9900)
+    recv(s, P.Pingresp(), now=10000)
+    s.tick(20000)
+    eq(out(s, 20000), [P.Pingreq()])  # next ping due, no timeout
+
+
+def test_nothing_written_for_twice_keepalive_is_a_write_timeout():
+    s = session(now=0, keepalive=10)
+    recv(s, P.Pingresp(), now=19000)  # keeps inbound fresh; nothing goes out
+    e = raises(MQTTException, s.tick, 20000)
+    assert "written" in str(e)
+
+
+def test_keepalive_zero_never_pings():
+    s = session(now=0, keepalive=0)
+    s.tick(10 ** 6)
+    eq(out(s, 10 ** 6), [])
