@@ -167,14 +167,17 @@ class MQTTClient:
         self._wait(_until_unsuback, pid, self.timeout_ms)
 
     def wait_msg(self):
-        """Block until one packet arrives and is handled (umqtt semantics)."""
+        """Block until one packet arrives and is handled -> its first byte (umqtt semantics)."""
         n = self._handled
         while self._handled == n:
             self._step(self._s.tick(ticks_ms()))
+        return self._op
 
     def check_msg(self):
-        """Handle whatever has arrived, without blocking."""
+        """Handle whatever has arrived, without blocking -> first byte of the last packet, or None."""
+        n = self._handled
         self.loop(0)
+        return self._op if self._handled != n else None
 
     # ---- extensions
 
@@ -205,6 +208,7 @@ class MQTTClient:
     # ---- the loop
 
     _handled = 0
+    _op = None
 
     def _step(self, timeout_ms):
         if not self.sock:
@@ -258,6 +262,7 @@ class MQTTClient:
                 raise ProtocolError("malformed packet from the broker: %s" % e)
             if r.ready:
                 self._handled += 1
+                self._op = r.first
                 s.handle(now)
 
     def _flush(self, now):

@@ -53,12 +53,22 @@ class MQTTException(Exception):
 
 
 class ConnectRefused(MQTTException):
-    """The broker answered CONNACK with a non-zero code (see .code and .reason)."""
+    """CONNACK refused the connection. args = (return code, reason): args[0] is the
+    code, as umqtt.simple's MQTTException carries it."""
 
     def __init__(self, code):
-        self.code = code
-        self.reason = wire.CONNACK_REASONS[code] if code < 6 else "code %d" % code
-        super().__init__("broker refused the connection: " + self.reason)
+        super().__init__(code, wire.CONNACK_REASONS[code])
+
+    @property
+    def code(self):
+        return self.args[0]
+
+    @property
+    def reason(self):
+        return self.args[1]
+
+    def __str__(self):
+        return "broker refused the connection: %s (CONNACK return code %d)" % (self.args[1], self.args[0])
 
 
 class QueueFull(MQTTException):

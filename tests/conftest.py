@@ -11,7 +11,7 @@ pytest_plugins = ["fleetwire.host.pytest_plugin"]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support import ROOT  # noqa: F401,E402
 
 
 @pytest.fixture(scope="session")

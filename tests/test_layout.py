@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from support import ROOT
 
 
 def imports_of(folder):
