@@ -218,6 +218,8 @@ class MQTTClient:
             now = ticks_ms()
             wait = s.tick(now)
             self._flush(now)
+            if s.state == _s.DISCONNECTED:
+                return  # DISCONNECT is out: the broker closes, nothing more to read
             if self._rxp >= self._rxe:
                 if timeout_ms > wait:
                     timeout_ms = wait

@@ -188,7 +188,8 @@ def pack_publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0):
     topics.check_name(topic)
     _check_qos(qos, "MQTT-3.3.1-4")
     if qos:
-        _check_pid(pid, "a QoS %d PUBLISH" % qos)
+        if not 0 < pid < 65536:  # checked inline: formatting a name here would allocate
+            _check_pid(pid, "a QoS %d PUBLISH" % qos)
     else:
         if dup:
             fail("DUP set on a QoS 0 PUBLISH", "MQTT-3.3.1-2")
