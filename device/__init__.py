@@ -1,5 +1,18 @@
 # fleetwire: the MQTT client for MicroPython boards. On a board this folder is
 # /lib/fleetwire (written by `fleetwire build`), with the codec as fleetwire/codec/.
-from .client import MQTTClient, MQTTException, ConnectRefused, QueueFull, ProtocolError  # noqa: F401
-
+# The client loads on first use, so a program that only needs the codec
+# (fleetwire.codec.*) does not pay for the client's RAM.
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name in ("MQTTClient", "MQTTException", "ConnectRefused", "QueueFull", "ProtocolError"):
+        from .client import MQTTClient, MQTTException, ConnectRefused, QueueFull, ProtocolError
+        g = globals()
+        g["MQTTClient"] = MQTTClient
+        g["MQTTException"] = MQTTException
+        g["ConnectRefused"] = ConnectRefused
+        g["QueueFull"] = QueueFull
+        g["ProtocolError"] = ProtocolError
+        return g[name]
+    raise AttributeError(name)

@@ -16,9 +16,11 @@ except ImportError:  # CPython
     def ticks_diff(a, b):
         return a - b
 
-from . import session as _s
 from .codec.errors import CodecError
-from .session import Session, MQTTException, ConnectRefused, QueueFull, ProtocolError  # noqa: F401
+# `from .session import ...`, never `from . import session`: the package's lazy
+# __getattr__ would answer for the submodule on MicroPython.
+from .session import (Session, MQTTException, ConnectRefused, QueueFull, ProtocolError,  # noqa: F401
+                      CONNECTING, CONNECTED, DISCONNECTED)
 
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT
@@ -141,7 +143,7 @@ class MQTTClient:
         elif not isinstance(msg, bytes):
             msg = bytes(msg)  # a caller may reuse its buffer: keep a copy
         s = self._s
-        if block and s.state != _s.CONNECTED:
+        if block and s.state != CONNECTED:
             raise MQTTException("not connected")
         pid = s.publish(topic, msg, qos, retain)
         if self.sock:
@@ -186,7 +188,7 @@ class MQTTClient:
         self._step(timeout_ms)
 
     def is_connected(self):
-        return self._s.state == _s.CONNECTED
+        return self._s.state == CONNECTED
 
     @property
     def pending(self):
@@ -218,7 +220,7 @@ class MQTTClient:
             now = ticks_ms()
             wait = s.tick(now)
             self._flush(now)
-            if s.state == _s.DISCONNECTED:
+            if s.state == DISCONNECTED:
                 return  # DISCONNECT is out: the broker closes, nothing more to read
             if self._rxp >= self._rxe:
                 if timeout_ms > wait:
@@ -282,7 +284,7 @@ class MQTTClient:
             self._txo += w
             if self._txo >= self._txn:
                 s.wrote(now)
-                if s.state == _s.DISCONNECTED:
+                if s.state == DISCONNECTED:
                     return  # DISCONNECT written: nothing may follow (MQTT-3.14.4-2)
 
     # ---- socket plumbing (MicroPython and CPython sockets differ)
@@ -386,11 +388,11 @@ def _would_block(e):
 
 # Conditions for MQTTClient._wait: plain functions, so waiting allocates no closure.
 def _until_connected(c, _):
-    return c._s.state != _s.CONNECTING
+    return c._s.state != CONNECTING
 
 
 def _until_disconnected(c, _):
-    return c._s.state == _s.DISCONNECTED and c._txo >= c._txn
+    return c._s.state == DISCONNECTED and c._txo >= c._txn
 
 
 def _until_complete(c, pid):

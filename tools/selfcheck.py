@@ -16,7 +16,7 @@ def run(args):
     if not os.path.exists(VECTOR_FILE):
         print("selfcheck needs a source checkout (no %s)" % VECTOR_FILE, file=sys.stderr)
         return 1
-    build.build(args.out)
+    build.build(args.out, mpy=True)  # .mpy, as a board loads it: a 64 KB heap suffices
     lib = os.path.join(args.out, "lib")
     bad = 0
     for label, cmd in (
