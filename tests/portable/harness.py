@@ -24,14 +24,19 @@ def case_names(modname):
     return mod, sorted(n for n in dir(mod) if n.startswith("test_"))
 
 
-def run_on_micropython(modname, board_lib, tmpdir, heap="96K"):
-    """-> {case: None | failure text} for every case of the module, run once per session."""
+def run_on_micropython(modname, board_lib, tmpdir, heap="96K", extra=()):
+    """-> {case: None | failure text} for every case of the module, run once per session.
+
+    extra: paths of further modules the cases import by their bare name (host code
+    such as host/norflash.py, which is not in the board tree)."""
     key = (modname, heap)
     if key not in _mp_results:
         cross = build.mpy_cross_command()
-        for f in (modname, "run"):
+        srcs = [os.path.join(HERE, f + ".py") for f in (modname, "run")] + list(extra)
+        for src in srcs:
+            f = os.path.basename(src)[:-3]
             r = subprocess.run([cross, "-o", os.path.join(tmpdir, f + ".mpy"), "-s", f + ".py",
-                                os.path.join(HERE, f + ".py")], capture_output=True, text=True)
+                                src], capture_output=True, text=True)
             assert r.returncode == 0, r.stderr
         env_lib = board_lib + os.pathsep + tmpdir
         r = micropython.run(["-m", "run", modname], lib=env_lib, heap=heap, timeout=600)
@@ -42,7 +47,7 @@ def run_on_micropython(modname, board_lib, tmpdir, heap="96K"):
     return _mp_results[key]
 
 
-def make_tests(modname, heap="96K"):
+def make_tests(modname, heap="96K", extra=()):
     """-> (test_cpython, test_micropython) to assign in a pytest module."""
     mod, names = case_names(modname)
 
@@ -53,7 +58,7 @@ def make_tests(modname, heap="96K"):
     @pytest.mark.micropython
     @pytest.mark.parametrize("case", names)
     def test_micropython(case, board_lib, tmp_path_factory):
-        res = run_on_micropython(modname, board_lib, str(tmp_path_factory.mktemp("portable")), heap)
+        res = run_on_micropython(modname, board_lib, str(tmp_path_factory.mktemp("portable")), heap, extra)
         assert case in res, "case did not run on MicroPython: %r" % res.get("<module>", res)
         assert res[case] is None, res[case]
 

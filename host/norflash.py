@@ -1,0 +1,173 @@
+# An emulated NOR flash with MicroPython's extended block-device protocol, for the
+# store's tests, its bench and the virtual board (in place of esp32.Partition).
+# It behaves like the real part where it matters for power-loss safety:
+#   - erased bytes read 0xFF; an erase works on a whole block (4096 bytes);
+#   - programming can only clear bits: writing a 1 over a 0 raises FlashMisuse;
+#   - a power cut can be armed to strike at the N-th program or erase, optionally
+#     leaving that operation half done (a prefix of a program, a torn erase).
+# It counts erases per block and bytes programmed. Portable: runs on the
+# MicroPython unix port and on CPython (it is host code, not board code).
+
+BLOCK_SIZE = 4096
+
+# ioctl operations of MicroPython's block protocol
+_INIT = 1
+_DEINIT = 2
+_SYNC = 3
+_COUNT = 4
+_SIZE = 5
+_ERASE = 6
+
+
+class PowerCut(Exception):
+    """The emulated power failed: every operation fails until power_on()."""
+
+
+class FlashMisuse(Exception):
+    """An operation real NOR flash cannot do (programming 0 -> 1, out of range)."""
+
+
+class _Rng:
+    # A tiny LCG, so a cut sweep is repeatable on both interpreters.
+    def __init__(self, seed):
+        self.x = seed & 0x7FFFFFFF or 1
+
+    def below(self, n):
+        self.x = (self.x * 1103515245 + 12345) & 0x7FFFFFFF
+        return self.x % n if n else 0
+
+
+class NorFlash:
+    def __init__(self, blocks, block_size=BLOCK_SIZE, path=None):
+        self.blocks = blocks
+        self.block_size = block_size
+        self.size = blocks * block_size
+        self.path = path
+        self.data = bytearray(self.size)
+        ff = b"\xff" * block_size  # erased, a block at a time: no second full-size copy
+        for b in range(blocks):
+            self.data[b * block_size:(b + 1) * block_size] = ff
+        if path:
+            try:
+                with open(path, "rb") as f:
+                    img = f.read()
+                if len(img) == self.size:
+                    self.data[:] = img
+            except OSError:
+                pass
+            self._save(0, self.size)
+        self.erases = [0] * blocks
+        self.programmed = 0
+        self.ops = 0            # programs and erases so far
+        self._cut_at = -1       # op number at which power fails, -1 if not armed
+        self._partial = False
+        self._rng = _Rng(1)
+        self.dead = False
+
+    # ---- power-cut injection
+
+    def arm(self, after_ops, partial=False, seed=1):
+        """Fail power at the after_ops-th program/erase from now (1 = the next one)."""
+        self._cut_at = self.ops + after_ops
+        self._partial = partial
+        self._rng = _Rng(seed)
+
+    def disarm(self):
+        self._cut_at = -1
+
+    def power_on(self):
+        """Power is back: the contents stay as the cut left them."""
+        self.dead = False
+        self._cut_at = -1
+
+    def _op(self):
+        # Called before each program/erase; True if this one is cut.
+        if self.dead:
+            raise PowerCut("power is off")
+        self.ops += 1
+        if self.ops == self._cut_at:
+            self.dead = True
+            return True
+        return False
+
+    # ---- the block protocol
+
+    def readblocks(self, n, buf, off=0):
+        a = n * self.block_size + off
+        if a < 0 or a + len(buf) > self.size:
+            raise FlashMisuse("read past the end of the flash")
+        buf[:] = self.data[a:a + len(buf)]
+
+    def writeblocks(self, n, buf, off=None):
+        if off is None:  # simple protocol: erase the blocks, then program them
+            for k in range((len(buf) + self.block_size - 1) // self.block_size):
+                self.erase(n + k)
+            off = 0
+        self.program(n * self.block_size + off, buf)
+
+    def ioctl(self, op, arg):
+        if op == _COUNT:
+            return self.blocks
+        if op == _SIZE:
+            return self.block_size
+        if op == _ERASE:
+            self.erase(arg)
+            return 0
+        if op in (_INIT, _DEINIT, _SYNC):
+            return 0
+        return None
+
+    # ---- raw operations (also used directly by the ring store's tests)
+
+    def program(self, addr, buf):
+        n = len(buf)
+        if addr < 0 or addr + n > self.size:
+            raise FlashMisuse("program past the end of the flash")
+        d = self.data
+        for i in range(n):
+            b = buf[i]
+            if b & ~d[addr + i] & 0xFF:
+                raise FlashMisuse("programming can only clear bits: 0x%02x over 0x%02x at %d"
+                                  % (b, d[addr + i], addr + i))
+        cut = self._op()
+        if cut and self._partial:
+            k = self._rng.below(n + 1)  # a prefix lands, then one byte half-programmed
+            for i in range(k):
+                d[addr + i] &= buf[i]
+            if k < n:
+                d[addr + k] &= buf[k] | self._rng.below(256)
+            self.programmed += k
+            self._save(addr, n)
+        if cut:
+            raise PowerCut("power cut while programming %d bytes at %d" % (n, addr))
+        for i in range(n):
+            d[addr + i] &= buf[i]
+        self.programmed += n
+        self._save(addr, n)
+
+    def erase(self, block):
+        if not 0 <= block < self.blocks:
+            raise FlashMisuse("erase of block %d, the flash has %d" % (block, self.blocks))
+        a = block * self.block_size
+        cut = self._op()
+        if cut and self._partial:
+            k = self._rng.below(self.block_size + 1)  # a torn erase: some bytes are 0xFF
+            for i in range(k):
+                self.data[a + i] = 0xFF
+            self._save(a, self.block_size)
+        if cut:
+            raise PowerCut("power cut while erasing block %d" % block)
+        self.data[a:a + self.block_size] = b"\xff" * self.block_size
+        self.erases[block] += 1
+        self._save(a, self.block_size)
+
+    def _save(self, addr, n):
+        if not self.path:
+            return
+        try:
+            f = open(self.path, "r+b")
+        except OSError:
+            f = open(self.path, "wb")
+        with f:
+            f.seek(addr)
+            f.write(self.data[addr:addr + n])
