@@ -6,9 +6,12 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    if name in ("MQTTClient", "MQTTException", "ConnectRefused", "QueueFull", "ProtocolError"):
-        from .client import MQTTClient, MQTTException, ConnectRefused, QueueFull, ProtocolError
+    if name in ("MQTTClient", "MQTTException", "ConnectRefused", "QueueFull", "ProtocolError",
+                "SessionTakenOver"):
+        from .client import (MQTTClient, MQTTException, ConnectRefused, QueueFull, ProtocolError,
+                             SessionTakenOver)
         g = globals()
+        g["SessionTakenOver"] = SessionTakenOver
         g["MQTTClient"] = MQTTClient
         g["MQTTException"] = MQTTException
         g["ConnectRefused"] = ConnectRefused

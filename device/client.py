@@ -6,7 +6,7 @@ import socket
 import select
 
 try:
-    from time import ticks_ms, ticks_diff
+    from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
 except ImportError:  # CPython
     import time as _time
 
@@ -15,6 +15,18 @@ except ImportError:  # CPython
 
     def ticks_diff(a, b):
         return a - b
+
+    def ticks_add(a, b):
+        return a + b
+
+    def sleep_ms(ms):
+        _time.sleep(ms / 1000)
+
+try:
+    from random import getrandbits
+except ImportError:  # a port without random: jitter from the clock
+    def getrandbits(n):
+        return ticks_ms() & ((1 << n) - 1)
 
 from .codec.errors import CodecError
 # `from .session import ...`, never `from . import session`: the package's lazy
@@ -32,10 +44,16 @@ def _b(x):
     return x.encode("utf-8") if isinstance(x, str) else x
 
 
+class SessionTakenOver(MQTTException):
+    """The broker keeps closing the connection right after accepting it: another
+    client is using the same client id. Client ids must be unique per device."""
+
+
 class MQTTClient:
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params=None, *, max_inflight=10, queue_size=16, max_packet=1024,
-                 max_subscriptions=8, drop_oldest=False, timeout=10, rx_buffer=256):
+                 max_subscriptions=8, drop_oldest=False, timeout=10, rx_buffer=256,
+                 reconnect=False, backoff_max=128, takeover_kicks=3):
         if port == 0:
             port = 8883 if ssl else 1883
         self.server = server
@@ -72,6 +90,19 @@ class MQTTClient:
         self.on_disconnect = None
         self.on_delivered = None
         self.on_discarded = None
+        self.on_reconnect = None   # on_reconnect(attempt, delay_ms) before each wait
+        # Automatic reconnect (off by default, as umqtt.simple): backoff from 1 s
+        # doubling to backoff_max s, with jitter so a fleet does not return in step.
+        self.reconnect = reconnect
+        self.backoff_max = backoff_max * 1000
+        self.takeover_kicks = takeover_kicks
+        self._delay = 0          # last backoff delay, ms (0: none)
+        self._attempt = 0
+        self._retry_at = 0
+        self._up_at = -1         # ticks of the last CONNACK, -1 if never connected
+        self._kicks = 0          # broker closed us soon after CONNACK, in a row
+        self._in_connect = False
+        self._clean = True
 
     # ---- umqtt.simple API
 
@@ -92,6 +123,7 @@ class MQTTClient:
             self._close()
         s = self._s
         s.clean_session = clean_session
+        self._clean = clean_session
         t = self.timeout_ms if timeout is None else int(timeout * 1000)
         addr = socket.getaddrinfo(self.server, self.port)[0][-1]
         sock = socket.socket()
@@ -110,7 +142,11 @@ class MQTTClient:
             raise
         self._open(sock)
         s.start(ticks_ms())
-        self._wait(_until_connected, 0, t)
+        self._in_connect = True
+        try:
+            self._wait(_until_connected, 0, t)
+        finally:
+            self._in_connect = False
         return 1 if s.session_present else 0
 
     def disconnect(self):
@@ -143,7 +179,7 @@ class MQTTClient:
         elif not isinstance(msg, bytes):
             msg = bytes(msg)  # a caller may reuse its buffer: keep a copy
         s = self._s
-        if block and s.state != CONNECTED:
+        if block and s.state != CONNECTED and not self.reconnect:
             raise MQTTException("not connected")
         pid = s.publish(topic, msg, qos, retain)
         if self.sock:
@@ -214,6 +250,8 @@ class MQTTClient:
 
     def _step(self, timeout_ms):
         if not self.sock:
+            if self.reconnect and self._up_at >= 0 and not self._in_connect:
+                return self._retry(timeout_ms)
             raise MQTTException("not connected")
         s = self._s
         try:
@@ -235,7 +273,41 @@ class MQTTClient:
             self._flush(ticks_ms())
         except (OSError, MQTTException) as e:
             self._lose(e)
-            raise
+            if not self.reconnect or self._in_connect or self._up_at < 0 or isinstance(e, ConnectRefused):
+                raise
+            self._schedule()
+
+    def _schedule(self):
+        # The connection is gone: decide when to try again.
+        if self._kicks >= self.takeover_kicks:
+            self.reconnect = False
+            raise SessionTakenOver(
+                "the broker closed the connection right after accepting it %d times in a row: "
+                "another client is using client id %r (ids must be unique per device)"
+                % (self._kicks, self._s.client_id))
+        d = self._delay * 2 if self._delay else 1000
+        if d > self.backoff_max:
+            d = self.backoff_max
+        self._delay = d
+        d = d // 2 + getrandbits(16) * (d // 2) // 65536  # jitter: 50..100 % of the delay
+        self._attempt += 1
+        self._retry_at = ticks_add(ticks_ms(), d)
+        if self.on_reconnect:
+            self.on_reconnect(self._attempt, d)
+
+    def _retry(self, timeout_ms):
+        wait = ticks_diff(self._retry_at, ticks_ms())
+        if wait > 0:
+            sleep_ms(wait if wait < timeout_ms else timeout_ms)
+            return
+        try:
+            self.connect(self._clean)
+        except ConnectRefused as e:
+            if e.code != 3:  # only "server unavailable" is worth retrying
+                raise
+            self._schedule()
+        except (OSError, MQTTException):
+            self._schedule()
 
     def _wait(self, until, arg, timeout_ms):
         # Run the loop until until(self, arg) is true, for at most timeout_ms.
@@ -350,6 +422,16 @@ class MQTTClient:
 
     def _lose(self, reason):
         was = self.sock is not None
+        if was and self._s.state == CONNECTED:
+            # Closed by the broker soon after CONNACK: a sign of a client id clash.
+            up = ticks_diff(ticks_ms(), self._up_at)
+            if isinstance(reason, OSError) and reason.args and reason.args[0] == 104 and up < 60000:
+                self._kicks += 1
+            else:
+                self._kicks = 0
+            if up >= 60000:
+                self._delay = 0  # it stayed up: start the backoff over
+                self._attempt = 0
         self._close()
         self._s.lost()
         if was and self.on_disconnect:
@@ -374,6 +456,7 @@ class MQTTClient:
     _sub_pid = 0
 
     def _connack(self, present):
+        self._up_at = ticks_ms()
         if self.on_connect:
             self.on_connect(present)
 
