@@ -1,1 +1,97 @@
-"""pytest fixtures for tests that need real components (brokers, observers, boards)."""
+"""pytest fixtures for tests that need real components: mosquitto on loopback, an
+independent paho-mqtt observer, a scripted broker. paho and the rig modules are
+imported inside the fixtures, so this plugin loads where paho is not installed.
+
+When a test that used a mosquitto fails, the tail of that broker's log is added
+to the failure report."""
+import pytest
+
+
+@pytest.fixture(scope="session")
+def mosquitto():
+    """One plain mosquitto for the session (127.0.0.1, a free port). Shared: use
+    topics of your own and clear retained messages you leave."""
+    from fleetwire.host.mosquitto import Mosquitto
+    with Mosquitto() as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def mosquitto_tls():
+    """A session mosquitto with TLS listeners: .tls_port (certificate for localhost and
+    127.0.0.1), .tls_mismatch_port (certificate for another name), .ca_pem, .ca_der;
+    .port is plain MQTT as usual."""
+    from fleetwire.host.mosquitto import Mosquitto
+    with Mosquitto(tls=True) as b:
+        yield b
+
+
+@pytest.fixture
+def fresh_mosquitto():
+    """fresh_mosquitto(persistence=True, ...) -> a new running broker (Mosquitto's
+    keyword arguments) that this test may stop, kill and restart; closed afterwards."""
+    from fleetwire.host.mosquitto import Mosquitto
+
+    def make(**kw):
+        b = Mosquitto(**kw)
+        make.brokers.append(b)
+        return b.start()
+    make.brokers = []
+    yield make
+    for b in make.brokers:
+        b.close()
+
+
+@pytest.fixture
+def make_observer(request):
+    """make_observer(broker=None, tls=False, **kw) -> a connected Observer (see
+    fleetwire.host.observer) on broker (default: the session `mosquitto`); with
+    tls=True it goes through broker.tls_port with broker.ca_pem. Closed afterwards."""
+    from fleetwire.host.observer import Observer
+    made = []
+
+    def make(broker=None, tls=False, **kw):
+        if broker is None:
+            broker = request.getfixturevalue("mosquitto")
+        if tls:
+            kw.setdefault("tls_ca", broker.ca_pem)
+            o = Observer(broker.host, broker.tls_port, **kw)
+        else:
+            o = Observer(broker.host, broker.port, **kw)
+        made.append(o)
+        return o
+    yield make
+    for o in made:
+        o.close()
+
+
+@pytest.fixture
+def observer(mosquitto, make_observer):
+    """An Observer connected to the session `mosquitto`."""
+    return make_observer(mosquitto)
+
+
+@pytest.fixture
+def scripted_broker():
+    """A ScriptedBroker (fleetwire.host.scripted_broker) on 127.0.0.1:.port."""
+    from fleetwire.host.scripted_broker import ScriptedBroker
+    b = ScriptedBroker()
+    yield b
+    b.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    if rep.failed and rep.when in ("call", "teardown"):
+        args = getattr(item, "funcargs", {})
+        brokers = [args[n] for n in ("mosquitto", "mosquitto_tls") if n in args]
+        brokers += getattr(args.get("fresh_mosquitto"), "brokers", [])
+        for b in brokers:
+            try:
+                tail = "\n".join(b.log_text().splitlines()[-40:])
+            except Exception:  # a report must not fail because of a log
+                continue
+            if tail:
+                rep.sections.append(("mosquitto %s:%s log (tail)" % (b.host, b.port), tail))
+    return rep

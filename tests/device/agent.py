@@ -1,0 +1,108 @@
+# A device program driven over stdin/stdout, one JSON object per line, so the
+# host tests can script the real client on MicroPython and on CPython alike.
+# Each command {"op": ...} gets one reply {"ok": true, ...} or {"ok": false, "error": "..."}.
+import sys
+import json
+import gc
+from fleetwire import MQTTClient, QueueFull
+
+MP = sys.implementation.name == "micropython"
+c = None
+inbox = []
+events = []
+
+
+def cb(topic, msg):
+    inbox.append([topic.decode(), msg.decode(), c.qos, c.retained])
+
+
+def ssl_context(cmd):
+    import ssl
+    if MP:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        with open(cmd["ca_der"], "rb") as f:
+            ctx.load_verify_locations(cadata=f.read())
+        return ctx
+    return ssl.create_default_context(cafile=cmd["ca_pem"])
+
+
+def run(cmd):
+    global c
+    op = cmd["op"]
+    if op == "init":
+        kw = {}
+        for k in ("max_inflight", "queue_size", "max_packet", "max_subscriptions", "reconnect",
+                  "backoff_max"):
+            if k in cmd:
+                kw[k] = cmd[k]
+        if "io_timeout" in cmd:  # the client's timeout (the host side's is its own)
+            kw["timeout"] = cmd["io_timeout"]
+        c = MQTTClient(cmd["id"], cmd["host"], cmd["port"], cmd.get("user"), cmd.get("password"),
+                       cmd.get("keepalive", 0), ssl_context(cmd) if cmd.get("tls") else None, **kw)
+        c.set_callback(cb)
+        c.on_disconnect = lambda reason: events.append("lost: %s" % reason)
+        return {}
+    if op == "will":
+        c.set_last_will(cmd["topic"], cmd["msg"], cmd.get("retain", False), cmd.get("qos", 0))
+        return {}
+    if op == "connect":
+        return {"present": c.connect(cmd.get("clean", True))}
+    if op == "sub":
+        return {"rc": c.subscribe(cmd["topic"], cmd.get("qos", 0))}
+    if op == "unsub":
+        c.unsubscribe(cmd["topic"])
+        return {}
+    if op == "pub":
+        block = cmd.get("block", True)
+        while True:
+            try:
+                return {"pid": c.publish(cmd["topic"], cmd["msg"], cmd.get("retain", False),
+                                         cmd.get("qos", 0), block=block)}
+            except QueueFull:
+                if block or not cmd.get("wait_room", True):
+                    raise
+                c.loop(20)  # let acknowledgements make room, as an application would
+    if op == "recv":
+        # Loop until n messages are in, or the time is up; hand them over.
+        n = cmd.get("n", 1)
+        for _ in range(cmd.get("ms", 5000) // 20):
+            if len(inbox) >= n:
+                break
+            c.loop(20)
+        got = inbox[:]
+        del inbox[:]
+        return {"msgs": got}
+    if op == "loop":
+        c.loop(0)
+        for _ in range(cmd.get("ms", 100) // 20):
+            c.loop(20)
+        return {"pending": c.pending}
+    if op == "disconnect":
+        c.disconnect()
+        return {}
+    if op == "state":
+        return {"connected": c.is_connected(), "pending": c.pending, "events": events}
+    if op == "mem":
+        gc.collect()
+        return {"alloc": gc.mem_alloc() if MP else 0}
+    raise ValueError("unknown op " + op)
+
+
+def main():
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        cmd = json.loads(line)
+        try:
+            reply = run(cmd)
+            reply["ok"] = True
+        except Exception as e:
+            reply = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        if hasattr(sys.stdout, "flush"):
+            sys.stdout.flush()
+
+
+main()

@@ -1,0 +1,218 @@
+"""The real client (MicroPython unix port with a 96 KB heap, and CPython) against a
+scripted broker that expects exact bytes and answers with exact bytes. Test names
+carry the MQTT 3.1.1 statement id they prove, where there is one."""
+from fleetwire.codec.packets import (Connack, Connect, Pingreq, Pingresp, Puback, Pubcomp,
+                                     Publish, Pubrec, Pubrel, Suback, Subscribe)
+
+
+def open_session(device, broker, clean=True, present=False, keepalive=0, **kw):
+    """A device connected to the scripted broker, CONNECT checked byte for byte."""
+    d = device()
+    d.call("init", id=d.client_id, host="127.0.0.1", port=broker.port, keepalive=keepalive, **kw)
+    d.begin("connect", clean=clean)
+    broker.accept(timeout=10)
+    broker.expect(Connect(d.client_id, clean, keepalive))
+    broker.send(Connack(present, 0))
+    assert d.result()["ok"]
+    return d
+
+
+def reconnect(d, broker, present):
+    broker.close_client()
+    d.begin("connect", clean=False)
+    broker.accept(timeout=10)
+    broker.expect(Connect(d.client_id, False, 0))
+    broker.send(Connack(present, 0))
+    r = d.result()
+    assert r["ok"], r
+
+
+def test_MQTT_3_1_0_1_connect_is_the_first_packet(device, scripted_broker):
+    open_session(device, scripted_broker, keepalive=30)
+
+
+def test_MQTT_3_1_2_22_a_password_without_a_user_name_is_refused_before_connecting(device, scripted_broker):
+    d = device()
+    r = d.try_call("init", id="x", host="127.0.0.1", port=scripted_broker.port, password="secret")
+    assert not r["ok"] and "MQTT-3.1.2-22" in r["error"]
+
+
+def test_MQTT_4_3_2_1_qos1_publish_waits_for_puback(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b)
+    d.begin("pub", topic="t", msg="m", qos=1)
+    p = b.receive()
+    assert p == Publish("t", b"m", 1, packet_id=p.packet_id) and p.packet_id
+    b.send(Puback(p.packet_id))
+    assert d.result() == {"ok": True, "pid": p.packet_id}
+
+
+def test_MQTT_4_3_3_1_qos2_publish_flow(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b)
+    d.begin("pub", topic="t", msg="m", qos=2)
+    pid = b.receive().packet_id
+    b.send(Pubrec(pid))
+    b.expect(Pubrel(pid))
+    b.send(Pubcomp(pid))
+    assert d.result()["pid"] == pid
+
+
+def test_MQTT_4_4_0_1_unacknowledged_publishes_are_resent_with_dup_and_original_ids(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b, clean=False)
+    d.call("pub", topic="t", msg="a", qos=1, block=False)
+    d.call("pub", topic="t", msg="b", qos=2, block=False)
+    a, c = b.receive(), b.receive()
+    reconnect(d, b, present=True)
+    d.begin("loop", ms=200)
+    b.expect(Publish("t", b"a", 1, dup=True, packet_id=a.packet_id))  # MQTT-4.6.0-1: in order
+    b.expect(Publish("t", b"b", 2, dup=True, packet_id=c.packet_id))
+    d.result()
+
+
+def test_MQTT_4_3_3_1_after_pubrec_only_pubrel_is_resent(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b, clean=False)
+    d.call("pub", topic="t", msg="x", qos=2, block=False)
+    pid = b.receive().packet_id
+    b.send(Pubrec(pid))
+    d.call("loop", ms=100)
+    b.expect(Pubrel(pid))
+    reconnect(d, b, present=True)
+    d.begin("loop", ms=300)
+    b.expect(Pubrel(pid))
+    b.expect_nothing(0.2)
+    b.send(Pubcomp(pid))
+    assert d.result()["pending"] in (0, 1)
+    assert d.call("loop", ms=100)["pending"] == 0
+
+
+def test_in_flight_window_full_holds_further_publishes(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b, max_inflight=2)
+    for m in "abc":
+        d.call("pub", topic="t", msg=m, qos=1, block=False)
+    first, second = b.receive(), b.receive()
+    b.expect_nothing(0.3)
+    b.send(Puback(first.packet_id))
+    d.begin("loop", ms=200)
+    assert b.receive().payload == b"c"
+    d.result()
+
+
+def test_MQTT_4_6_0_2_pubacks_follow_the_order_of_arrival(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b)
+    d.begin("sub", topic="in/#", qos=1)
+    s = b.receive()
+    b.send(Suback(s.packet_id, [1]))
+    d.result()
+    b.send(b"".join(Publish("in/x", b"%d" % i, 1, packet_id=pid).encode() for i, pid in
+                    enumerate((9, 4, 7))))
+    msgs = d.call("recv", n=3)["msgs"]
+    assert [m[1] for m in msgs] == ["0", "1", "2"]
+    b.expect(Puback(9))
+    b.expect(Puback(4))
+    b.expect(Puback(7))
+
+
+def test_MQTT_4_3_3_2_inbound_qos2_exactly_once(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b)
+    d.begin("sub", topic="q", qos=2)
+    b.send(Suback(b.receive().packet_id, [2]))
+    d.result()
+    b.send(Publish("q", b"once", 2, packet_id=3))
+    b.send(Publish("q", b"once", 2, dup=True, packet_id=3))  # a repeat before PUBREL
+    assert d.call("recv", n=1, ms=300)["msgs"] == []  # nothing delivered before PUBREL
+    b.expect(Pubrec(3))
+    b.expect(Pubrec(3))
+    b.send(Pubrel(3))
+    assert d.call("recv", n=1)["msgs"] == [["q", "once", 2, False]]
+    b.expect(Pubcomp(3))
+    b.send(Pubrel(3))  # PUBREL again: answered, not delivered again
+    assert d.call("recv", n=1, ms=300)["msgs"] == []
+    b.expect(Pubcomp(3))
+
+
+def test_an_unexpected_pubrel_is_answered_with_pubcomp(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b)
+    b.send(Pubrel(42))
+    d.begin("loop", ms=200)
+    b.expect(Pubcomp(42))
+    d.result()
+
+
+def test_MQTT_3_1_2_23_keepalive_pings_and_a_dead_link_is_closed(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b, keepalive=1)
+    d.begin("loop", ms=5000)
+    b.expect(Pingreq(), timeout=2)
+    b.send(Pingresp())
+    b.expect(Pingreq(), timeout=2)  # answered once: the next one is due a keepalive later
+    b.expect_closed(timeout=2)      # unanswered: the client gives up on the link
+    r = d.result()
+    assert not r["ok"] and "keepalive" in r["error"]
+
+
+# ---- a misbehaving broker: a clear error, the connection closed, nothing queued lost
+
+def misbehave(device, b, bad, words):
+    d = open_session(device, b, clean=False)
+    d.call("pub", topic="keep", msg="me", qos=1, block=False)
+    p = b.receive()
+    b.send(bad)
+    r = d.try_call("loop", ms=500)
+    assert not r["ok"], r
+    for w in words:
+        assert w in r["error"], r["error"]
+    b.expect_closed(timeout=2)
+    reconnect(d, b, present=True)
+    d.begin("loop", ms=300)
+    b.expect(Publish("keep", b"me", 1, dup=True, packet_id=p.packet_id))
+    d.result()
+
+
+def test_MQTT_3_3_1_4_qos3_publish_closes_the_connection(device, scripted_broker):
+    misbehave(device, scripted_broker, b"\x36\x05\x00\x01a\x00\x01", ["MQTT-3.3.1-4"])
+
+
+def test_a_packet_claiming_268_mb_is_refused_without_allocating(device, scripted_broker):
+    misbehave(device, scripted_broker, b"\x30\xff\xff\xff\x7f", ["max_packet"])
+
+
+def test_a_puback_for_an_unknown_id_closes_the_connection(device, scripted_broker):
+    misbehave(device, scripted_broker, Puback(999).encode(), ["PUBACK", "999"])
+
+
+def test_MQTT_1_5_3_1_an_invalid_utf8_topic_closes_the_connection(device, scripted_broker):
+    misbehave(device, scripted_broker, b"\x30\x05\x00\x02\xed\xa0x", ["MQTT-1.5.3-1"])
+
+
+def test_MQTT_2_2_2_2_reserved_flags_close_the_connection(device, scripted_broker):
+    misbehave(device, scripted_broker, b"\x42\x02\x00\x01", ["MQTT-2.2.2-2"])
+
+
+def test_a_connack_refusal_is_named(device, scripted_broker):
+    b = scripted_broker
+    d = device()
+    d.call("init", id=d.client_id, host="127.0.0.1", port=b.port)
+    d.begin("connect")
+    b.accept(timeout=10)
+    b.receive()
+    b.send(Connack(False, 5))
+    r = d.result()
+    assert not r["ok"] and "not authorized" in r["error"] and "5" in r["error"]
+
+
+def test_a_broker_that_never_answers_connect_times_out(device, scripted_broker):
+    b = scripted_broker
+    d = device()
+    d.call("init", id=d.client_id, host="127.0.0.1", port=b.port, io_timeout=1)
+    d.begin("connect")
+    b.accept(timeout=10)
+    b.receive()
+    r = d.result(timeout=10)
+    assert not r["ok"] and "timed out" in r["error"]

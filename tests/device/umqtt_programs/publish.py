@@ -1,0 +1,12 @@
+# Written against umqtt.simple's documented API: connect, publish, disconnect.
+import sys
+from umqtt.simple import MQTTClient
+
+server, port, topic = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+c = MQTTClient(b"umqtt-pub", server, port)
+c.connect()
+c.publish(topic.encode(), b"hello from umqtt code")
+c.publish(topic.encode(), b"retained", retain=True)
+c.publish(topic.encode(), b"at least once", qos=1)
+c.disconnect()
+print("published")
