@@ -3,7 +3,7 @@
 # checked. The host rig, the fault proxy and the tests use it; the device client
 # uses the lighter packers in wire.py directly.
 from .errors import CodecError, fail
-from .text import check_utf8
+from .text import check_utf8, encode as _utf8
 from . import topics
 from . import wire
 from .wire import get_u16
@@ -114,12 +114,13 @@ class Publish(Packet):
         self.packet_id = packet_id
 
     def _bound(self):
-        return 16 + 4 * len(self.topic) + len(self.payload)
+        p = self.payload
+        return 16 + 4 * len(self.topic) + (4 * len(p) if isinstance(p, str) else len(p))
 
     def pack_into(self, buf):
         p = self.payload
         if isinstance(p, str):
-            p = p.encode("utf-8")
+            p = _utf8(p, "payload")
         return wire.pack_publish(buf, topics._b(self.topic), p, self.qos,
                                  self.retain, self.dup, self.packet_id or 0)
 
@@ -240,12 +241,12 @@ def _str(body, i, n, what, rule="§1.5.3"):
     return bytes(body[i + 2:e]).decode("utf-8"), e
 
 
-def _bin(body, i, n, what):
+def _bin(body, i, n, what, rule="§1.5.6"):
     if i + 2 > n:
-        fail(what + ": packet ends inside its length", "§1.5.6")
+        fail(what + ": packet ends inside its length", rule)
     e = i + 2 + get_u16(body, i)
     if e > n:
-        fail(what + ": length runs past the packet end", "§1.5.6")
+        fail(what + ": length runs past the packet end", rule)
     return bytes(body[i + 2:e]), e
 
 
@@ -284,13 +285,13 @@ def _connect(first, body, n):
     if will:
         p.will_topic, i = _str(body, i, n, "will topic", "MQTT-3.1.2-9")
         topics.check_name(p.will_topic)
-        p.will_message, i = _bin(body, i, n, "will message")
+        p.will_message, i = _bin(body, i, n, "will message", "MQTT-3.1.2-9")
         p.will_qos = will_qos
         p.will_retain = bool(flags & 32)
     if flags & 128:
         p.username, i = _str(body, i, n, "user name", "MQTT-3.1.2-19")
     if flags & 64:
-        p.password, i = _bin(body, i, n, "password")
+        p.password, i = _bin(body, i, n, "password", "MQTT-3.1.2-21")
     _end(i, n, "CONNECT")
     return p
 

@@ -52,15 +52,17 @@ def check_utf8(b, start=0, end=-1):
         i += n + 1
 
 
+def encode(s, what="string"):
+    """s (a str) as UTF-8 bytes; CodecError, not UnicodeError, for a lone surrogate."""
+    try:
+        return s.encode("utf-8")
+    except UnicodeError:  # a lone surrogate in a CPython str
+        fail(what + " is not encodable as UTF-8", "MQTT-1.5.3-1")
+
+
 def to_utf8(s, what="string"):
     """A str or bytes-like as checked UTF-8 bytes (bytes-like input is not copied)."""
-    if isinstance(s, str):
-        try:
-            b = s.encode("utf-8")
-        except UnicodeError:  # a lone surrogate in a CPython str
-            fail(what + " is not encodable as UTF-8", "MQTT-1.5.3-1")
-    else:
-        b = s
+    b = encode(s, what) if isinstance(s, str) else s
     if len(b) > MAX_STRING:
         fail("%s of %d bytes is longer than 65535" % (what, len(b)), "§1.5.3")
     check_utf8(b, 0, len(b))

@@ -2,7 +2,7 @@
 # Every function takes a str or a bytes-like object; bytes are walked by index,
 # so checking and matching a bytes topic allocates nothing on MicroPython.
 from .errors import fail
-from .text import check_utf8
+from .text import check_utf8, encode
 
 _SLASH = 0x2F
 _PLUS = 0x2B
@@ -11,7 +11,7 @@ _DOLLAR = 0x24
 
 
 def _b(t):
-    return t.encode("utf-8") if isinstance(t, str) else t
+    return encode(t, "topic") if isinstance(t, str) else t
 
 
 def _check_len(t, what):

@@ -11,7 +11,7 @@ except ImportError:  # CPython
 
 
 from .errors import fail
-from .text import MAX_STRING, check_utf8
+from .text import MAX_STRING, check_utf8, encode
 from . import topics
 
 CONNECT = const(1)
@@ -121,7 +121,7 @@ def _binary(b, what):
     if b is None:
         return b""
     if isinstance(b, str):
-        b = b.encode("utf-8")
+        b = encode(b, what)
     if len(b) > MAX_STRING:
         fail("%s of %d bytes is longer than 65535" % (what, len(b)), "§1.5.6")
     return b
@@ -129,7 +129,7 @@ def _binary(b, what):
 
 def _string(s, what):
     if isinstance(s, str):
-        s = s.encode("utf-8")
+        s = encode(s, what)
     if len(s) > MAX_STRING:
         fail("%s of %d bytes is longer than 65535" % (what, len(s)), "§1.5.3")
     check_utf8(s, 0, len(s))
