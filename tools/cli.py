@@ -9,6 +9,8 @@ COMMANDS = {
     "build": "build",
     "selfcheck": "selfcheck",
     "demo": "demo",
+    "gen-telemetry": "gen_telemetry",
+    "report": "report",
 }
 
 

@@ -58,6 +58,8 @@ setup() {
         echo "$want" > "$stamp"
     fi
     apt_install "${apt_packages[@]}"
+    # Spark (the report job and its tests) needs Java 17 or later.
+    command -v java >/dev/null || apt_install openjdk-17-jre-headless
 }
 
 cmd=${1:-}

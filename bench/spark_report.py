@@ -1,0 +1,169 @@
+"""Bench: the `fleetwire report` Spark job (local[2]) against a DuckDB implementation of the same
+definitions (tests/analytics/analytics_reference.py), on generated fleets of 1M and 10M records.
+
+  .venv/bin/python bench/spark_report.py                 # 1M and 10M, Parquet input
+  .venv/bin/python bench/spark_report.py --sizes 1M --format ndjson
+
+Each engine runs in its own process; the bench samples /proc for that process tree's CPU time
+and peak resident memory. "job s" is the engine's own time for the job (Spark: after the
+session is up, tables written; DuckDB: tables computed), "process s" includes start-up. The
+results are compared (same keys, floats within 1e-6 relative) and the Spark/DuckDB ratio printed.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SIZES = {"1M": 1_000_000, "10M": 10_000_000}
+RECORDS_PER_DEVICE_DAY = 1486  # what the generator delivers per device in 24 h, duplicates included
+
+
+def tree_stats(pid):
+    """(cpu seconds, rss bytes) of a process and its descendants, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    page = os.sysconf("SC_PAGE_SIZE")
+    kids = {}
+    procs = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                s = f.read()
+            fields = s[s.rindex(")") + 2:].split()
+            ppid = int(fields[1])
+            cpu = (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
+            rss = int(fields[21]) * page
+        except (OSError, ValueError, IndexError):
+            continue
+        procs[int(p)] = (cpu, rss)
+        kids.setdefault(ppid, []).append(int(p))
+    cpu = rss = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        if p in procs:
+            cpu += procs[p][0]
+            rss += procs[p][1]
+        todo += kids.get(p, [])
+    return cpu, rss
+
+
+def measure(cmd, env=None):
+    """Run cmd; (its JSON line on stdout, wall s, cpu s, peak rss bytes)."""
+    t0 = time.time()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    cpu = peak = 0
+    while p.poll() is None:
+        c, r = tree_stats(p.pid)
+        cpu, peak = max(cpu, c), max(peak, r)
+        time.sleep(0.2)
+    out, err = p.communicate()
+    wall = time.time() - t0
+    if p.returncode:
+        raise SystemExit("%s failed (%d):\n%s" % (cmd[2], p.returncode, err[-4000:]))
+    line = [l for l in out.splitlines() if l.startswith("{")][-1]
+    return json.loads(line), wall, cpu, peak
+
+
+def child_spark(landing, out, fmt):
+    sys.path.insert(0, ROOT)
+    from fleetwire.host.analytics import job, session
+    spark = session.build("local[2]", app="bench", shuffle_partitions=8)
+    t = time.time()
+    res = job.run(spark, job.Config(input=landing, out=out, fmt=fmt, report=False, log=lambda m: None))
+    secs = time.time() - t
+    spark.stop()
+    print(json.dumps({"job_s": secs, "clean": res.quality["clean_records"], "read": res.quality["records_read"]}))
+
+
+def child_duckdb(landing, out, fmt):
+    sys.path.insert(0, os.path.join(ROOT, "tests", "analytics"))
+    import glob
+    import analytics_reference as R
+    files = sorted(glob.glob(os.path.join(landing, "date=*", "hour=*", "*." + fmt)))
+    t = time.time()
+    ref = R.compute(files, fmt, threads=2)
+    secs = time.time() - t
+    os.makedirs(out, exist_ok=True)
+    for name in ("device_window", "device_health", "firmware_cohort", "outliers"):
+        ref[name].to_parquet(os.path.join(out, name + ".parquet"), index=False)
+    print(json.dumps({"job_s": secs, "clean": int(ref["clean_count"])}))
+
+
+def compare(spark_out, duck_out):
+    sys.path.insert(0, os.path.join(ROOT, "tests", "analytics"))
+    import pandas as pd
+    import analytics_reference as R
+    keys = {"device_window": ["device_id", "window_ms"], "device_health": ["device_id"],
+            "firmware_cohort": ["fw_version"], "outliers": ["device_id", "metric"]}
+    problems = {}
+    for name, k in keys.items():
+        s = pd.read_parquet(os.path.join(spark_out, name))
+        if name == "device_window":
+            s["window_ms"] = R.to_ms(s["window_start"])
+        if name == "device_health":
+            s["first_ts"], s["last_ts"] = R.to_ms(s["first_seen"]), R.to_ms(s["last_seen"])
+        d = R.differences(s, pd.read_parquet(os.path.join(duck_out, name + ".parquet")), k, rel=1e-6, abs_tol=1e-6)
+        if d:
+            problems[name] = d
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1M,10M", help="comma-separated: 1M, 10M or a number of records")
+    ap.add_argument("--format", choices=("parquet", "ndjson"), default="parquet")
+    ap.add_argument("--work", default=None, help="working directory (default: a temporary one)")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        engine, landing, out, fmt = a.child
+        return (child_spark if engine == "spark" else child_duckdb)(landing, out, fmt)
+    sys.path.insert(0, ROOT)
+    from fleetwire.host.analytics import generator
+    work = a.work or tempfile.mkdtemp(prefix="fleetwire-bench-")
+    rows = []
+    for size in a.sizes.split(","):
+        n = SIZES.get(size) or int(size)
+        devices = max(1, round(n / RECORDS_PER_DEVICE_DAY))
+        landing = os.path.join(work, "landing-%s-%s" % (size, a.format))
+        if not os.path.exists(landing):
+            t = time.time()
+            df = generator.generate(devices=devices, hours=24, seed=1)
+            generator.write_landing(df, landing, a.format)
+            print("generated %d records (%d devices, 24 h, %s) in %.0f s" % (len(df), devices, a.format,
+                                                                             time.time() - t), flush=True)
+            del df
+        res = {}
+        for engine in ("spark", "duckdb"):
+            out = os.path.join(work, "out-%s-%s" % (size, engine))
+            info, wall, cpu, peak = measure([sys.executable, os.path.abspath(__file__), "--child", engine,
+                                             landing, out, a.format])
+            res[engine] = dict(info, wall=wall, cpu=cpu, peak=peak, out=out)
+            print("  %-6s %s: job %.1f s, process %.1f s, CPU %.1f s, %.0f k rows/s, peak RSS %.0f MiB" % (
+                engine, size, info["job_s"], wall, cpu, info.get("read", res["spark"]["read"]) / info["job_s"] / 1000,
+                peak / 2 ** 20), flush=True)
+        problems = compare(res["spark"]["out"], res["duckdb"]["out"])
+        same = res["spark"]["clean"] == res["duckdb"]["clean"] and not problems
+        ratio = res["spark"]["job_s"] / res["duckdb"]["job_s"]
+        rows.append((size, res, ratio, same))
+        print("  %s: Spark/DuckDB job time %.1fx; results %s" % (
+            size, ratio, "identical (floats within 1e-6)" if same else "DIFFER: %s" % problems), flush=True)
+    print("\n| records | engine | job s | process s | CPU s | rows/s (job) | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
+    for size, res, ratio, same in rows:
+        for e in ("spark", "duckdb"):
+            r = res[e]
+            print("| %s | %s | %.1f | %.1f | %.1f | %.0f k | %.0f |" % (
+                size, e, r["job_s"], r["wall"], r["cpu"], res["spark"]["read"] / r["job_s"] / 1000, r["peak"] / 2 ** 20))
+        print("| %s | Spark/DuckDB | %.1fx | | | | %s |" % (size, ratio, "same results" if same else "RESULTS DIFFER"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

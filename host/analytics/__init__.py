@@ -1,0 +1,14 @@
+"""Fleet telemetry analytics on Spark (issue 7).
+
+Modules, one job each:
+  schema     - the telemetry record: fields, types, what is required, the metric constants
+  generator  - writes a synthetic landing zone (hourly NDJSON or Parquet) with known faults
+  landing    - finds the landing zone's files, reads them, sorts out bad records with counts
+  session    - builds a local (or cluster) SparkSession with quiet logs
+  metrics    - the Spark definitions: clean, device_window, device_health, firmware_cohort, outliers
+  job        - the batch and incremental (availableNow + checkpoint) runs, writing the tables
+  report     - report.html with PNG plots and CSV copies of the small tables
+
+pyspark, pandas and matplotlib come with the `spark` extra (pip install 'fleetwire[spark]');
+nothing here is imported by the board code.
+"""
