@@ -1,0 +1,245 @@
+"""Client benchmark: fleetwire beside umqtt.simple on the MicroPython unix port, and
+beside paho-mqtt on CPython, in one run against a local mosquitto. Prints a table.
+
+    .venv/bin/python bench/client.py --umqtt PATH [--n 2000] [--repeat 3]
+
+PATH is micropython-lib's umqtt.simple: a checkout of micropython/micropython-lib (for
+example one fetched for the bench) or the simple.py file itself. It is read at bench
+time and never committed here. Without --umqtt, the umqtt columns are left out.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from fleetwire.host import build, micropython  # noqa: E402
+from fleetwire.host.mosquitto import Mosquitto  # noqa: E402
+
+DEVICE = os.path.join(HERE, "client_device.py")
+
+
+def umqtt_tree(path, out, mpy):
+    src = path
+    if os.path.isdir(path):
+        src = os.path.join(path, "micropython", "umqtt.simple", "umqtt", "simple.py")
+    if not os.path.exists(src):
+        sys.exit("no umqtt.simple at %s" % src)
+    pkg = os.path.join(out, "umqtt")
+    os.makedirs(pkg, exist_ok=True)
+    open(os.path.join(pkg, "__init__.py"), "w").close()
+    if mpy:
+        r = subprocess.run([build.mpy_cross_command(), "-o", os.path.join(pkg, "simple.mpy"),
+                            "-s", "simple.py", src], capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(r.stderr)
+    else:
+        shutil.copyfile(src, os.path.join(pkg, "simple.py"))
+    return out
+
+
+class Counter:
+    """A paho-mqtt subscriber that counts what arrives on bench/out."""
+
+    def __init__(self, broker):
+        import paho.mqtt.client as mqtt
+        self.n = 0
+        self.last = None
+        self.lock = threading.Lock()
+        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-counter-%d" % os.getpid())
+        self.c.on_message = self._msg
+        self.c.connect(broker.host, broker.port)
+        self.c.subscribe("bench/out", 1)
+        self.c.loop_start()
+        time.sleep(0.3)
+
+    def _msg(self, c, u, m):
+        with self.lock:
+            self.n += 1
+            self.last = time.perf_counter()
+
+    def reset(self):
+        with self.lock:
+            self.n = 0
+            self.last = None
+
+    def wait(self, n, timeout=120):
+        t0 = time.time()
+        while self.n < n and time.time() - t0 < timeout:
+            time.sleep(0.005)
+        return self.n >= n
+
+    def close(self):
+        self.c.loop_stop()
+        self.c.disconnect()
+
+
+def run_device(lib, client, what, broker, heap="256K", n=0, on_line=None, timeout=300):
+    env = dict(os.environ)
+    env["MICROPYPATH"] = lib + os.pathsep + ".frozen"
+    cmd = [micropython.binary(), "-X", "heapsize=" + heap, DEVICE, client, what, broker.host,
+           str(broker.port), str(n)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    result = None
+    for line in p.stdout:
+        if on_line:
+            on_line(line.strip())
+        if line.startswith("RESULT"):
+            result = int(line.split()[2])
+    p.wait(timeout)
+    if p.returncode or result is None:
+        return None
+    return result
+
+
+def rate(lib, client, what, broker, counter, n):
+    counter.reset()
+    t = {}
+    ok = run_device(lib, client, what, broker, n=n,
+                    on_line=lambda l: t.setdefault("go", time.perf_counter()) if l == "GO" else None)
+    if ok is None or not counter.wait(n):
+        return None
+    return n / (counter.last - t["go"])
+
+
+def min_heap(lib, client, broker):
+    """Smallest -X heapsize (KB) at which the scenario succeeds."""
+    import paho.mqtt.client as mqtt
+
+    def ok(kb):
+        pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+        pub.connect(broker.host, broker.port)
+        pub.loop_start()
+
+        def feed(line):
+            if line == "READY":
+                for i in range(10):
+                    pub.publish("bench/in", b"m%d" % i, qos=1)
+        try:
+            return run_device(lib, client, "scenario", broker, heap="%dK" % kb, on_line=feed, timeout=60) == 1
+        finally:
+            pub.loop_stop()
+            pub.disconnect()
+    lo, hi = 4, 256
+    if not ok(hi):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def cpython_rates(broker, n):
+    """QoS 0 and 1 publishes/s on CPython: fleetwire (pipelined) and paho-mqtt."""
+    import paho.mqtt.client as mqtt
+    from fleetwire import MQTTClient
+    out = {}
+    counter = Counter(broker)
+    for qos in (0, 1):
+        counter.reset()
+        c = MQTTClient("bench-fw-cpy", broker.host, broker.port, keepalive=60)
+        c.connect()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            while True:
+                try:
+                    c.publish(b"bench/out", b"x" * 64, qos=qos, block=False)
+                    break
+                except Exception:
+                    c.loop(5)
+        while c.pending:
+            c.loop(5)
+        counter.wait(n)
+        out[("fleetwire", qos)] = n / (counter.last - t0)
+        c.disconnect()
+        counter.reset()
+        p = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-paho")
+        p.max_inflight_messages_set(10)
+        p.connect(broker.host, broker.port)
+        p.loop_start()
+        t0 = time.perf_counter()
+        infos = [p.publish("bench/out", b"x" * 64, qos=qos) for _ in range(n)]
+        for i in infos:
+            i.wait_for_publish(30)
+        counter.wait(n)
+        out[("paho", qos)] = n / (counter.last - t0)
+        p.loop_stop()
+        p.disconnect()
+    counter.close()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--umqtt", help="micropython-lib checkout or umqtt/simple.py (read at bench time)")
+    ap.add_argument("--n", type=int, default=2000, help="messages per throughput run")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="fw-bench-")
+    trees = {}
+    for mpy in (True, False):
+        out = os.path.join(tmp, "fw-mpy" if mpy else "fw-py")
+        build.build(out, mpy=mpy)
+        lib = os.path.join(out, "lib")
+        if args.umqtt:
+            umqtt_tree(args.umqtt, lib, mpy)
+        trees[mpy] = lib
+    clients = ["fleetwire"] + (["umqtt"] if args.umqtt else [])
+    rows = []
+
+    def med(f):
+        vals = [v for v in (f() for _ in range(args.repeat)) if v is not None]
+        return statistics.median(vals) if vals else None
+
+    with Mosquitto() as broker:
+        counter = Counter(broker)
+        res = {}
+        for cl in clients:
+            res[cl, "import .py"] = med(lambda: run_device(trees[False], cl, "import", broker))
+            res[cl, "import .mpy"] = med(lambda: run_device(trees[True], cl, "import", broker))
+            res[cl, "connect+subscribe"] = med(lambda: run_device(trees[True], cl, "connect", broker))
+            res[cl, "alloc/QoS0 publish"] = med(lambda: run_device(trees[True], cl, "alloc0", broker))
+            res[cl, "alloc/QoS1 publish"] = med(lambda: run_device(trees[True], cl, "alloc1", broker))
+            res[cl, "QoS0 msg/s"] = med(lambda: rate(trees[True], cl, "rate0", broker, counter, args.n))
+            n1 = args.n if cl == "fleetwire" else min(args.n, 200)  # umqtt: ~20/s stop-and-wait
+            res[cl, "QoS1 msg/s"] = med(lambda: rate(trees[True], cl, "rate1", broker, counter, n1))
+            res[cl, "min heap KB"] = min_heap(trees[True], cl, broker)
+        counter.close()
+        cpy = cpython_rates(broker, args.n)
+    print()
+    print("MicroPython unix port (%s), median of %d" % (micropython.binary(), args.repeat))
+    head = "%-22s" % "measure" + "".join("%14s" % c for c in clients)
+    if "umqtt" in clients:
+        head += "%12s" % "ratio"
+    print(head)
+    for what in ("import .py", "import .mpy", "connect+subscribe", "alloc/QoS0 publish",
+                 "alloc/QoS1 publish", "QoS0 msg/s", "QoS1 msg/s", "min heap KB"):
+        line = "%-22s" % what
+        vals = [res.get((c, what)) for c in clients]
+        for v in vals:
+            line += "%14s" % ("-" if v is None else ("%.0f" % v))
+        if len(vals) == 2 and vals[0] and vals[1]:
+            line += "%12.2f" % (vals[0] / vals[1])
+        print(line)
+    print("(heap figures are bytes from gc.mem_alloc(); ratio = fleetwire / umqtt.simple)")
+    print()
+    print("CPython, %d messages of 64 B" % args.n)
+    print("%-22s%14s%14s%12s" % ("measure", "fleetwire", "paho-mqtt", "ratio"))
+    for qos in (0, 1):
+        f, p = cpy[("fleetwire", qos)], cpy[("paho", qos)]
+        print("%-22s%14.0f%14.0f%12.2f" % ("QoS%d msg/s" % qos, f, p, f / p))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+# The device side of bench/client.py: one measurement per run, on the MicroPython
+# unix port (or CPython), for fleetwire or umqtt.simple (same API subset).
+#   micropython client_device.py CLIENT WHAT HOST PORT [N]
+# CLIENT: fleetwire | umqtt.  WHAT: import | connect | alloc0 | alloc1 | rate0 | rate1 | scenario
+# Prints one line "RESULT <what> <number>" (bytes, or messages for the rates).
+import sys
+import gc
+
+MP = sys.implementation.name == "micropython"
+client, what, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+n = int(sys.argv[5]) if len(sys.argv) > 5 else 2000
+
+
+def mem():
+    gc.collect()
+    return gc.mem_alloc() if MP else 0
+
+
+base = mem()
+if client == "fleetwire":
+    from fleetwire import MQTTClient
+else:
+    from umqtt.simple import MQTTClient
+if what == "import":
+    print("RESULT import", mem() - base)
+    sys.exit(0)
+
+inbox = []
+
+
+def cb(t, m):
+    inbox.append(m)
+
+
+c = MQTTClient(b"bench-" + client.encode() + b"-" + what.encode(), host, port, keepalive=60)
+c.set_callback(cb)
+c.connect()
+c.subscribe(b"bench/in", 1)
+if what == "connect":
+    print("RESULT connect", mem() - base)
+    c.disconnect()
+    sys.exit(0)
+
+topic = b"bench/out"
+payload = b"x" * 64
+
+
+def publish(qos):
+    if client == "fleetwire" and qos:
+        while True:
+            try:
+                return c.publish(topic, payload, False, qos, block=False)
+            except Exception:  # QueueFull: let acknowledgements in
+                c.loop(5)
+    c.publish(topic, payload, False, qos)
+
+
+if what in ("alloc0", "alloc1"):
+    qos = int(what[-1])
+    for _ in range(50):
+        publish(qos)
+    if client == "fleetwire":
+        while c.pending:
+            c.loop(5)
+    k = 100
+    gc.collect()
+    gc.disable()
+    a = gc.mem_alloc() if MP else 0
+    for _ in range(k):
+        publish(qos)
+        if client == "fleetwire":
+            c.check_msg()
+    b = gc.mem_alloc() if MP else 0
+    gc.enable()
+    print("RESULT %s %d" % (what, (b - a) // k))
+    c.disconnect()
+    sys.exit(0)
+
+if what in ("rate0", "rate1"):
+    qos = int(what[-1])
+    print("GO")
+    if hasattr(sys.stdout, "flush"):
+        sys.stdout.flush()
+    for i in range(n):
+        publish(qos)
+    if client == "fleetwire":
+        while c.pending:
+            c.loop(5)
+    print("RESULT %s %d" % (what, n))
+    c.disconnect()
+    sys.exit(0)
+
+if what == "scenario":
+    # connect + subscribe (done), 100 QoS 1 publishes, then receive 10 messages
+    for i in range(100):
+        c.publish(topic, payload, False, 1)
+    print("READY")
+    if hasattr(sys.stdout, "flush"):
+        sys.stdout.flush()
+    while len(inbox) < 10:
+        c.wait_msg()
+    print("RESULT scenario 1")
+    c.disconnect()
