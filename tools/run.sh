@@ -33,7 +33,7 @@ apt_install() {
 pick_python() {
     local c
     for c in python3.13 python3.12 python3.11 python3.10 python3; do
-        if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(not ((3,10) <= sys.version_info[:2] < (3,14)))'; then
+        if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(not ((3,10) <= sys.version_info[:2] < (3,14)))' 2>/dev/null; then
             echo "$c"; return 0
         fi
     done
