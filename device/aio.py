@@ -4,7 +4,7 @@
 # deadlines. Works with MicroPython's asyncio and CPython's.
 import asyncio
 
-from .session import Session, MQTTException, CONNECTING, CONNECTED, DISCONNECTED
+from .session import Session, MQTTException, CONNECTING, CONNECTED, DISCONNECTED, to_bytes
 from .codec.errors import CodecError
 from .session import ProtocolError
 
@@ -15,10 +15,6 @@ except ImportError:
 
     def ticks_ms():
         return int(_time.monotonic() * 1000)
-
-
-def _b(x):
-    return x.encode("utf-8") if isinstance(x, str) else x
 
 
 class AsyncClient:
@@ -34,12 +30,9 @@ class AsyncClient:
         self.port = port or (8883 if ssl else 1883)
         self.ssl = ssl
         self.timeout = timeout
-        s = Session(_b(client_id), keepalive, True, max_inflight, queue_size, max_packet,
+        s = Session(to_bytes(client_id), keepalive, True, max_inflight, queue_size, max_packet,
                     max_subscriptions, False, int(timeout * 1000))
-        if password is not None and user is None:
-            raise ValueError("a password needs a user name in MQTT 3.1.1 (MQTT-3.1.2-22)")
-        s.username = None if user is None else _b(user)
-        s.password = None if password is None else _b(password)
+        s.set_login(user, password)
         s.on_message = self._message
         s.on_delivered = self._progress
         s.on_suback = self._suback
@@ -59,7 +52,7 @@ class AsyncClient:
         self.cb = f
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
-        self._s.will = (_b(topic), _b(msg), qos, bool(retain))
+        self._s.will = (to_bytes(topic), to_bytes(msg), qos, bool(retain))
 
     async def connect(self, clean_session=True):
         s = self._s
@@ -82,14 +75,14 @@ class AsyncClient:
         if isinstance(msg, str):
             msg = msg.encode("utf-8")
         s = self._s
-        pid = s.publish(_b(topic), bytes(msg), qos, retain)
+        pid = s.publish(to_bytes(topic), bytes(msg), qos, retain)
         await self._flush()
         if qos:
             await self._until(lambda: not s.holds(pid))
         return pid
 
     async def subscribe(self, topic, qos=0):
-        pid = self._s.subscribe(_b(topic), qos)
+        pid = self._s.subscribe(to_bytes(topic), qos)
         await self._flush()
         await self._until(lambda: pid in self._sub_rc)
         rc = self._sub_rc.pop(pid)
@@ -98,7 +91,7 @@ class AsyncClient:
         return rc
 
     async def unsubscribe(self, topic):
-        pid = self._s.unsubscribe(_b(topic))
+        pid = self._s.unsubscribe(to_bytes(topic))
         await self._flush()
         await self._until(lambda: not self._s.sub_pending(pid))
 

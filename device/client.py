@@ -32,16 +32,12 @@ from .codec.errors import CodecError
 # `from .session import ...`, never `from . import session`: the package's lazy
 # __getattr__ would answer for the submodule on MicroPython.
 from .session import (Session, MQTTException, ConnectRefused, QueueFull, ProtocolError,  # noqa: F401
-                      CONNECTING, CONNECTED, DISCONNECTED)
+                      CONNECTING, CONNECTED, DISCONNECTED, to_bytes)
 
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT
 _IPPROTO_TCP = 6
 _TCP_NODELAY = 1
-
-
-def _b(x):
-    return x.encode("utf-8") if isinstance(x, str) else x
 
 
 class SessionTakenOver(MQTTException):
@@ -61,12 +57,9 @@ class MQTTClient:
         self.ssl = ssl
         self.ssl_params = ssl_params or {}
         self.timeout_ms = int(timeout * 1000)
-        s = Session(_b(client_id), keepalive, True, max_inflight, queue_size, max_packet,
+        s = Session(to_bytes(client_id), keepalive, True, max_inflight, queue_size, max_packet,
                     max_subscriptions, drop_oldest, self.timeout_ms)
-        if password is not None and user is None:
-            raise ValueError("a password needs a user name in MQTT 3.1.1 (MQTT-3.1.2-22)")
-        s.username = None if user is None else _b(user)
-        s.password = None if password is None else _b(password)
+        s.set_login(user, password)
         s.on_message = self._message
         s.on_delivered = self._delivered
         s.on_suback = self._suback
@@ -115,7 +108,7 @@ class MQTTClient:
             raise ValueError("qos must be 0, 1 or 2")
         if not topic:
             raise ValueError("the will needs a topic")
-        self._s.will = (_b(topic), _b(msg), qos, bool(retain))
+        self._s.will = (to_bytes(topic), to_bytes(msg), qos, bool(retain))
 
     def connect(self, clean_session=True, timeout=None):
         """Open the connection and wait for CONNACK -> 1 if the broker had a session, else 0."""
@@ -192,7 +185,7 @@ class MQTTClient:
         """Subscribe and wait for SUBACK; raises MQTTException if the broker refuses."""
         if self.cb is None:
             raise MQTTException("set_callback() before subscribe(), or messages have nowhere to go")
-        pid = self._s.subscribe(_b(topic), qos)
+        pid = self._s.subscribe(to_bytes(topic), qos)
         self._sub_rc = -1
         self._sub_pid = pid
         self._wait(_until_suback, pid, self.timeout_ms)
@@ -201,7 +194,7 @@ class MQTTClient:
         return self._sub_rc
 
     def unsubscribe(self, topic):
-        pid = self._s.unsubscribe(_b(topic))
+        pid = self._s.unsubscribe(to_bytes(topic))
         self._wait(_until_unsuback, pid, self.timeout_ms)
 
     def wait_msg(self):

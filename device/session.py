@@ -149,6 +149,13 @@ class Session:
         self.on_pingresp = _ignore0
         self.on_discarded = _ignore
 
+    def set_login(self, user, password):
+        """User name and password for CONNECT (str or bytes, None for none)."""
+        if password is not None and user is None:
+            raise ValueError("a password needs a user name in MQTT 3.1.1 (MQTT-3.1.2-22)")
+        self.username = to_bytes(user)
+        self.password = to_bytes(password)
+
     # ---- application calls
 
     def publish(self, topic, msg, qos=0, retain=False):
@@ -633,6 +640,11 @@ class Session:
                 self._last_pid = p
                 return p
         raise QueueFull("no free packet identifier")
+
+
+def to_bytes(x):
+    """str as UTF-8 bytes; bytes (and None) as they are."""
+    return x.encode("utf-8") if isinstance(x, str) else x
 
 
 def _ignore(*a):

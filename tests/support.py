@@ -4,3 +4,15 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The heap a device program gets on the MicroPython unix port: an ESP32's, roughly.
 DEVICE_HEAP = "96K"
+
+
+def device_command(interp, board_lib, script):
+    """(argv, env) running script as a device program: MicroPython with the board
+    tree and DEVICE_HEAP, or CPython unbuffered."""
+    import sys
+    from fleetwire.host import micropython
+    env = dict(os.environ)
+    if interp == "micropython":
+        env["MICROPYPATH"] = board_lib + os.pathsep + ".frozen"
+        return [micropython.binary(), "-X", "heapsize=" + DEVICE_HEAP, script], env
+    return [sys.executable, "-u", script], env

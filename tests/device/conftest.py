@@ -4,27 +4,20 @@ import json
 import os
 import queue
 import subprocess
-import sys
 import threading
 
 import pytest
 
-from fleetwire.host import micropython
 
 AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent.py")
-from support import DEVICE_HEAP
+from support import device_command
 
 
 class Agent:
     def __init__(self, interp, board_lib, client_id):
         self.interp = interp
         self.client_id = client_id
-        env = dict(os.environ)
-        if interp == "micropython":
-            env["MICROPYPATH"] = board_lib + os.pathsep + ".frozen"
-            cmd = [micropython.binary(), "-X", "heapsize=" + DEVICE_HEAP, AGENT]
-        else:
-            cmd = [sys.executable, "-u", AGENT]
+        cmd, env = device_command(interp, board_lib, AGENT)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env)
         self._lines = queue.Queue()

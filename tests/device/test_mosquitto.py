@@ -3,7 +3,6 @@ the MicroPython unix port (96 KB heap) and on CPython, with paho-mqtt as the oth
 party."""
 import time
 
-import pytest
 
 
 def connect(device, broker, keepalive=30, clean=True, **kw):

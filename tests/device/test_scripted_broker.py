@@ -2,7 +2,7 @@
 scripted broker that expects exact bytes and answers with exact bytes. Test names
 carry the MQTT 3.1.1 statement id they prove, where there is one."""
 from fleetwire.codec.packets import (Connack, Connect, Pingreq, Pingresp, Puback, Pubcomp,
-                                     Publish, Pubrec, Pubrel, Suback, Subscribe)
+                                     Publish, Pubrec, Pubrel, Suback)
 
 
 def open_session(device, broker, clean=True, present=False, keepalive=0, **kw):
@@ -93,7 +93,7 @@ def test_in_flight_window_full_holds_further_publishes(device, scripted_broker):
     d = open_session(device, b, max_inflight=2)
     for m in "abc":
         d.call("pub", topic="t", msg=m, qos=1, block=False)
-    first, second = b.receive(), b.receive()
+    first, _ = b.receive(), b.receive()
     b.expect_nothing(0.3)
     b.send(Puback(first.packet_id))
     d.begin("loop", ms=200)

@@ -2,14 +2,10 @@
 the import changed, on MicroPython (96 KB heap) and CPython."""
 import os
 import subprocess
-import sys
 import threading
-import time
 
-import pytest
 
-from fleetwire.host import micropython
-from support import DEVICE_HEAP
+from support import device_command
 
 PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "umqtt_programs")
 
@@ -23,12 +19,7 @@ def ported(name, tmp_path):
 
 
 def start(interp, board_lib, path, *args):
-    env = dict(os.environ)
-    if interp == "micropython":
-        env["MICROPYPATH"] = board_lib + os.pathsep + ".frozen"
-        cmd = [micropython.binary(), "-X", "heapsize=" + DEVICE_HEAP, path]
-    else:
-        cmd = [sys.executable, "-u", path]
+    cmd, env = device_command(interp, board_lib, path)
     return subprocess.Popen(cmd + [str(a) for a in args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
 
