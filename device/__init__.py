@@ -7,10 +7,11 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     if name in ("MQTTClient", "MQTTException", "ConnectRefused", "QueueFull", "ProtocolError",
-                "SessionTakenOver"):
+                "SessionTakenOver", "StoreFull"):
         from .client import (MQTTClient, MQTTException, ConnectRefused, QueueFull, ProtocolError,
-                             SessionTakenOver)
+                             SessionTakenOver, StoreFull)
         g = globals()
+        g["StoreFull"] = StoreFull
         g["SessionTakenOver"] = SessionTakenOver
         g["MQTTClient"] = MQTTClient
         g["MQTTException"] = MQTTException

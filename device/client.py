@@ -32,12 +32,26 @@ from .codec.errors import CodecError
 # `from .session import ...`, never `from . import session`: the package's lazy
 # __getattr__ would answer for the submodule on MicroPython.
 from .session import (Session, MQTTException, ConnectRefused, QueueFull, ProtocolError,  # noqa: F401
-                      CONNECTING, CONNECTED, DISCONNECTED, to_bytes)
+                      StoreFull, CONNECTING, CONNECTED, DISCONNECTED, to_bytes)
 
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT
 _IPPROTO_TCP = 6
 _TCP_NODELAY = 1
+
+
+def open_store(store):
+    """store= of the client: None (messages in RAM), a directory path (FileStore),
+    a block device such as an esp32.Partition (RingStore), or a store object."""
+    if store is None or hasattr(store, "open"):
+        return store
+    if isinstance(store, str):
+        from .filestore import FileStore
+        return FileStore(store)
+    if hasattr(store, "readblocks"):
+        from .ringstore import RingStore
+        return RingStore(store)
+    raise ValueError("store= takes a directory path, a block device or a store object")
 
 
 class SessionTakenOver(MQTTException):
@@ -49,7 +63,7 @@ class MQTTClient:
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params=None, *, max_inflight=10, queue_size=16, max_packet=1024,
                  max_subscriptions=8, drop_oldest=False, timeout=10, rx_buffer=256,
-                 reconnect=False, backoff_max=128, takeover_kicks=3):
+                 reconnect=False, backoff_max=128, takeover_kicks=3, store=None):
         if port == 0:
             port = 8883 if ssl else 1883
         self.server = server
@@ -58,7 +72,7 @@ class MQTTClient:
         self.ssl_params = ssl_params or {}
         self.timeout_ms = int(timeout * 1000)
         s = Session(to_bytes(client_id), keepalive, True, max_inflight, queue_size, max_packet,
-                    max_subscriptions, drop_oldest, self.timeout_ms)
+                    max_subscriptions, drop_oldest, self.timeout_ms, open_store(store))
         s.set_login(user, password)
         s.on_message = self._message
         s.on_delivered = self._delivered

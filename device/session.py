@@ -44,6 +44,11 @@ _S_ACTIVE = const(3)
 _S_UNSUB = const(4)    # UNSUBSCRIBE to be written
 _S_UNSUBACK = const(5)
 
+# state bits of a stored record, cleared (flash can only clear bits) as it progresses
+SENT = const(1)    # written to the connection at least once
+REL = const(2)     # PUBREC received: only PUBREL is sent from now on
+DONE = const(4)    # complete: the record is dead
+
 _DELTA = const(100)  # ms of slack on keepalive checks, as Paho
 _NIL = const(-1)
 
@@ -75,6 +80,10 @@ class QueueFull(MQTTException):
     pass
 
 
+class StoreFull(MQTTException):
+    """The message store has no room; what it holds is kept. Connect, or publish less."""
+
+
 class ProtocolError(MQTTException):
     """The broker broke MQTT 3.1.1; the connection is closed."""
 
@@ -82,9 +91,14 @@ class ProtocolError(MQTTException):
 class Session:
     def __init__(self, client_id, keepalive=0, clean_session=True, max_inflight=10,
                  queue_size=16, max_packet=1024, max_subscriptions=8, drop_oldest=False,
-                 connect_timeout=10000):
+                 connect_timeout=10000, store=None):
         if max_inflight < 1 or queue_size < max_inflight:
             raise ValueError("need 1 <= max_inflight <= queue_size")
+        # With a store, QoS 1/2 messages live in it (flash) from publish() until
+        # complete; RAM holds only the in-flight window's index and QoS 0 messages.
+        self.store = store
+        if store:
+            store.open(max_packet, self._moved)
         self.client_id = client_id
         self.keepalive = keepalive
         self.clean_session = clean_session
@@ -100,6 +114,10 @@ class Session:
         # accepted not yet sent, inflight = sent QoS>0 awaiting completion), so
         # order is kept and every operation is O(1) or O(max_inflight).
         n = queue_size
+        if store:
+            n += max(max_inflight, len(store.window))
+        self._queue_size = queue_size
+        self._h = [-1] * n    # store handle of the slot's message, -1: held in RAM
         self._topic = [None] * n
         self._msg = [None] * n
         self._flags = bytearray(n)
@@ -123,6 +141,7 @@ class Session:
         self._rx_pid = [0] * max_inflight
         self._rx_topic = [None] * max_inflight
         self._rx_msg = [None] * max_inflight
+        self._rx_h = [-1] * max_inflight
         # Subscriptions, kept so they can be made again after a clean reconnect.
         m = max_subscriptions
         self._sub_topic = [None] * m
@@ -148,6 +167,44 @@ class Session:
         self.on_connack = _ignore1
         self.on_pingresp = _ignore0
         self.on_discarded = _ignore
+        if store:
+            self._restore(store)
+
+    def _restore(self, st):
+        # Paho's restoreState: what was sent goes in flight again (PUBREL if PUBREC
+        # came, else PUBLISH with DUP), oldest first; inbound QoS 2 awaits PUBREL.
+        for h, pid, state, _, first in st.window:
+            s = self._free
+            self._free = self._next[s]
+            self._h[s] = h
+            self._pid[s] = pid
+            self._flags[s] = (first >> 1 & 3) | (_RETAIN if first & 1 else 0) | _SENT | (0 if state & REL else _REL)
+            self._append_inflight(s)
+        self.inflight = len(st.window)
+        st.window = None
+        k = 0
+        for h, pid, body in st.inbound:
+            if k == len(self._rx_pid):
+                break
+            te, _, ps = wire.publish_fields(0x34, body, len(body))
+            self._rx_pid[k] = pid
+            self._rx_topic[k] = bytes(body[2:te])
+            self._rx_msg[k] = bytes(body[ps:])
+            self._rx_h[k] = h
+            k += 1
+        st.inbound = None
+        self._last_pid = st.last_pid
+
+    def _moved(self, old, new):
+        # the store moved a record to reuse its block
+        for i in range(len(self._h)):
+            if self._h[i] == old:
+                self._h[i] = new
+                return
+        for k in range(len(self._rx_h)):
+            if self._rx_h[k] == old:
+                self._rx_h[k] = new
+                return
 
     def set_login(self, user, password):
         """User name and password for CONNECT (str or bytes, None for none)."""
@@ -166,7 +223,15 @@ class Session:
         if wire.varint_size(len(topic) + len(msg) + 4) + 5 + len(topic) + len(msg) > len(self.tx):
             raise ValueError("message of %d bytes does not fit max_packet (%d)"
                              % (len(topic) + len(msg) + 4, len(self.tx)))
+        st = self.store
+        if qos and st:
+            # into the store before publish() returns: it survives a reset from now on
+            pid = self._new_pid()
+            st.add(topic, msg, qos, retain, pid)
+            return pid
         s = self._free
+        if st and self.pending >= self._queue_size:
+            s = _NIL
         if s == _NIL:
             s = self._drop_oldest_qos0() if self.drop_oldest else _NIL
             if s == _NIL:
@@ -264,7 +329,8 @@ class Session:
 
     def holds(self, pid):
         """True while the message with this packet id is queued or in flight."""
-        return self._find(self._pend_head, pid) != _NIL or self._find(self._infl_head, pid) != _NIL
+        return (self._find(self._pend_head, pid) != _NIL or self._find(self._infl_head, pid) != _NIL
+                or (self.store is not None and self.store.in_backlog(pid)))
 
     def sub_pending(self, pid):
         """True while a SUBSCRIBE or UNSUBSCRIBE with this packet id awaits its ack."""
@@ -283,7 +349,9 @@ class Session:
             return False
         if st == DISCONNECTING or self._ping_due or self._fcount or self._resend:
             return True
-        return self.pending and (self.inflight < self.max_inflight or self._flags[self._pend_head] & 3 == 0)
+        if self.pending and (self.inflight < self.max_inflight or self._flags[self._pend_head] & 3 == 0):
+            return True
+        return self.store is not None and self.store.backlog and self.inflight < self.max_inflight
 
     def pack_next(self, now):
         """Pack the next packet to write into self.tx; -> its length, 0 if nothing is due.
@@ -337,12 +405,16 @@ class Session:
                 self._flags[s] = fl
                 if fl & _REL:
                     return wire.pack_ack(tx, wire.PUBREL, self._pid[s])
+                if self._h[s] >= 0:
+                    n = self.store.load(self._h[s], tx)
+                    tx[0] |= 8   # DUP
+                    return n
                 return wire.pack_publish(tx, self._topic[s], self._msg[s], fl & 3,
                                          fl & _RETAIN, True, self._pid[s])
             self._resend = 0
         s = self._pend_head
         if s == _NIL:
-            return 0
+            return self._pack_stored(tx)
         fl = self._flags[s]
         qos = fl & 3
         if qos and self.inflight >= self.max_inflight:
@@ -355,12 +427,7 @@ class Session:
         self.pending -= 1
         if qos:
             self._flags[s] = fl | _SENT
-            self._next[s] = _NIL
-            if self._infl_tail == _NIL:
-                self._infl_head = s
-            else:
-                self._next[self._infl_tail] = s
-            self._infl_tail = s
+            self._append_inflight(s)
             self.inflight += 1
         else:
             self._release(s)
@@ -421,6 +488,8 @@ class Session:
                 # Not ours: answer so the broker can finish (Paho does the same).
                 self._flow(wire.PUBREL, pid)
                 return
+            if self._h[s] >= 0:
+                self.store.mark(self._h[s], REL)   # sc-: a restart resends PUBREL, not PUBLISH
             self._flags[s] |= _REL
             self._flow(wire.PUBREL, pid)
         elif t == wire.PUBCOMP:
@@ -462,7 +531,13 @@ class Session:
             s = self._infl_head
             while s != _NIL:
                 nxt = self._next[s]
-                self.on_discarded(self._topic[s], self._msg[s], self._flags[s] & 3)
+                h = self._h[s]
+                if h >= 0:
+                    t, m = self.store.message(h)
+                    self.store.mark(h, DONE)
+                    self.on_discarded(t, m, self._flags[s] & 3)
+                else:
+                    self.on_discarded(self._topic[s], self._msg[s], self._flags[s] & 3)
                 self._release(s)
                 s = nxt
             self._infl_head = self._infl_tail = _NIL
@@ -470,6 +545,9 @@ class Session:
         if not present:
             # A new session at the broker will never send PUBREL for what we hold.
             for i in range(len(self._rx_pid)):
+                if self._rx_h[i] >= 0:
+                    self.store.mark(self._rx_h[i], DONE)
+                    self._rx_h[i] = -1
                 self._rx_pid[i] = 0
                 self._rx_topic[i] = self._rx_msg[i] = None
         # Resend what is in flight, in order, with the original ids (MQTT-4.4.0-1).
@@ -507,6 +585,8 @@ class Session:
                 # Cannot hold it: close so the broker redelivers (MQTT-4.8.0-2).
                 raise ProtocolError("more than max_inflight (%d) inbound QoS 2 messages in flight"
                                     % len(self._rx_pid))
+            if self.store:   # r-: kept before PUBREC, so a restart still delivers it once
+                self._rx_h[k] = self.store.add_inbound(pid, b, n)
             self._rx_pid[k] = pid
             self._rx_topic[k] = bytes(b[2:te])
             self._rx_msg[k] = bytes(b[ps:n])
@@ -525,6 +605,9 @@ class Session:
             topic = self._rx_topic[k]
             msg = self._rx_msg[k]
             self._deliver(topic, msg, 0x34)
+            if self._rx_h[k] >= 0:
+                self.store.mark(self._rx_h[k], DONE)
+                self._rx_h[k] = -1
             self._rx_pid[k] = 0
             self._rx_topic[k] = self._rx_msg[k] = None
 
@@ -558,6 +641,8 @@ class Session:
         if self._flags[s] & _RESEND:
             self._resend -= 1
         self.inflight -= 1
+        if self._h[s] >= 0:
+            self.store.mark(self._h[s], DONE)
         self._release(s)
         self.on_delivered(pid)
 
@@ -570,7 +655,36 @@ class Session:
         fl[(self._fhead + self._fcount) % len(fl)] = t << 16 | v
         self._fcount += 1
 
+    def _pack_stored(self, tx):
+        # the oldest stored message never sent, if the window has room
+        st = self.store
+        if st is None or not st.backlog or self.inflight >= self.max_inflight:
+            return 0
+        h = st.next_unsent()
+        s = self._free
+        if h < 0 or s == _NIL:
+            return 0
+        pid = st.pk_pid
+        n = st.load(h, tx)
+        st.mark(h, SENT)   # before it is written: after a reset it is resent with DUP
+        self._free = self._next[s]
+        self._h[s] = h
+        self._pid[s] = pid
+        self._flags[s] = (tx[0] >> 1 & 3) | _SENT
+        self._append_inflight(s)
+        self.inflight += 1
+        return n
+
+    def _append_inflight(self, s):
+        self._next[s] = _NIL
+        if self._infl_tail == _NIL:
+            self._infl_head = s
+        else:
+            self._next[self._infl_tail] = s
+        self._infl_tail = s
+
     def _release(self, s):
+        self._h[s] = -1
         self._topic[s] = self._msg[s] = None
         self._flags[s] = 0
         self._pid[s] = 0
