@@ -16,6 +16,7 @@ try:
 except ImportError:  # MicroPython: host code is not in the board tree
     from norflash import NorFlash, PowerCut
 from fleetwire.ringstore import RingStore
+from fleetwire.filestore import FileStore
 from fleetwire.session import Session, StoreFull, CONNECTED
 from fleetwire.codec import wire
 
@@ -59,8 +60,9 @@ def packets_out(s):
 class Run:
     """One device's life: its flash, and what the application was told."""
 
-    def __init__(self, flash):
+    def __init__(self, flash, kind="ring"):
         self.flash = flash
+        self.kind = kind
         self.accepted = []     # message numbers whose publish() returned
         self.pid = {}          # message number -> packet id
         self.by_pid = {}       # packet id -> message number (ids are reused)
@@ -73,7 +75,7 @@ class Run:
         self.s = None
 
     def mount(self):
-        s = Session(b"dev", 0, False, 3, 4, 128, 2, store=RingStore(self.flash))
+        s = Session(b"dev", 0, False, 3, 4, 128, 2, store=make_store(self.flash, self.kind))
         s.on_delivered = self._delivered
         s.on_message = self._message
         self.s = s
@@ -139,15 +141,15 @@ class Run:
         packets_out(self.s)
 
 
-def workload(run):
+def workload(run, rounds=2, scale=1):
     run.mount()
     i = 0
-    for r in range(2):
-        i = one_round(run, i, 10 * r)
+    for r in range(rounds):
+        i = one_round(run, i, 10 * r, scale)
     return i
 
 
-def one_round(run, i, j):
+def one_round(run, i, j, scale):
     h = (i,)                           # this one stays in flight: its block must be moved
     for _ in range(6):                 # offline: a backlog builds up on flash
         run.publish(i)
@@ -155,7 +157,7 @@ def one_round(run, i, j):
     run.connect()
     run.exchange(hold=h)
     run.inbound(j + 1, 501 + j)
-    for _ in range(50):
+    for _ in range(50 // scale):
         run.publish(i)
         i += 1
         run.exchange(hold=h)
@@ -168,7 +170,7 @@ def one_round(run, i, j):
     run.connect()
     run.exchange(hold=h)
     run.release(j + 2, 502 + j)
-    for _ in range(40):
+    for _ in range(40 // scale):
         run.publish(i)
         i += 1
         if i % 3 == 0:
@@ -179,8 +181,41 @@ def one_round(run, i, j):
     return i
 
 
-def new_flash():
-    return NorFlash(4, block_size=512)
+_dirs = [0]
+
+
+def new_flash(kind="ring"):
+    """A fresh medium: a 4-block raw flash for the ring store; for the file store,
+    LittleFS on a 24-block flash (MicroPython), or a new directory (CPython)."""
+    if kind == "ring":
+        return NorFlash(4, block_size=512)
+    if not MP:
+        import tempfile
+        return tempfile.mkdtemp()
+    import vfs
+    f = NorFlash(24, block_size=512)
+    vfs.VfsLfs2.mkfs(f)
+    return f
+
+
+def unmount():
+    if MP:
+        import vfs
+        try:
+            vfs.umount("/st")
+        except OSError:
+            pass
+
+
+def make_store(flash, kind):
+    if kind == "ring":
+        return RingStore(flash)
+    if not MP:
+        return FileStore(flash + "/q")
+    import vfs
+    unmount()
+    vfs.mount(vfs.VfsLfs2(flash), "/st")
+    return FileStore("/st/q")
 
 
 def verify(run):
@@ -258,21 +293,25 @@ def drain(s, by_pid):
                 seen.append(i)
 
 
-def sweep(step=1, partial_too=True):
-    """Cut at every step-th flash operation of the workload -> number of cut points."""
-    f = new_flash()
-    workload(Run(f))
-    total = f.ops
+def sweep(step=1, kind="ring", rounds=2, scale=1):
+    """Cut at every step-th flash operation of the workload, completely and half
+    done -> number of cut points."""
+    f = new_flash(kind)
+    base = f.ops
+    workload(Run(f, kind), rounds, scale)
+    total = f.ops - base
     tried = 0
+    run = None
     for k in range(1, total + 1, step):
-        for partial in ((False, True) if partial_too else (False,)):
-            f = None
+        for partial in (False, True):
+            f = run = None   # the last run's flash must go before the next is made
+            unmount()
             gc.collect()
-            f = new_flash()
+            f = new_flash(kind)
             f.arm(k, partial, seed=k)
-            run = Run(f)
+            run = Run(f, kind)
             try:
-                workload(run)
+                workload(run, rounds, scale)
             except PowerCut:
                 pass
             else:
@@ -310,17 +349,25 @@ def test_every_power_cut_of_the_workload_loses_nothing():
     assert n > (300 if MP else 1000)
 
 
-def restored(f, clean=False):
-    s = Session(b"dev", 0, clean, 3, 4, 128, 2, store=RingStore(f))
+def test_every_power_cut_of_the_file_store_on_littlefs_loses_nothing():
+    if not MP:
+        return   # LittleFS is MicroPython's; CPython runs the other file-store cases
+    n = sweep(3, "file", 1, 4)
+    print("cut points tried (file store):", n)
+    assert n > 150
+
+
+def restored(f, kind, clean=False):
+    s = Session(b"dev", 0, clean, 3, 4, 128, 2, store=make_store(f, kind))
     s.start(0)
     packets_out(s)
     s.receive(b"\x20\x02\x00\x00" if clean else CONNACK_PRESENT, 0)
     return s
 
 
-def test_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewhere():
-    f = new_flash()
-    run = Run(f)
+def check_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewhere(kind):
+    f = new_flash(kind)
+    run = Run(f, kind)
     run.mount()
     for i in range(3):
         run.publish(i)           # 0: QoS 1, 1: QoS 2, 2: QoS 1
@@ -328,7 +375,7 @@ def test_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewhere
     out = packets_out(run.s)
     assert [p[1] for p in out] == [1, 2, 3]
     run.s.receive(ack(wire.PUBREC, 2), 0)    # sc-2
-    s = restored(f)
+    s = restored(f, kind)
     out = packets_out(s)
     assert out[0][:2] == (wire.PUBLISH, 1) and out[0][3], "PUBLISH 1 again, DUP set"
     assert out[1][:2] == (wire.PUBREL, 2), "PUBREL (not PUBLISH) for 2"
@@ -336,26 +383,26 @@ def test_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewhere
     assert len(out) == 3
 
 
-def test_restore_keeps_the_packet_id_order_and_continues_after_the_highest():
-    f = new_flash()
-    run = Run(f)
+def check_restore_keeps_the_packet_id_order_and_continues_after_the_highest(kind):
+    f = new_flash(kind)
+    run = Run(f, kind)
     run.mount()
     for i in range(4):
         run.publish(i)
-    s = Session(b"dev", 0, False, 3, 4, 128, 2, store=RingStore(f))
+    s = Session(b"dev", 0, False, 3, 4, 128, 2, store=make_store(f, kind))
     assert s.publish(b"t/s", b"x", 1) == 5, "next id after the highest restored"
 
 
-def test_a_clean_session_discards_what_was_in_flight_and_keeps_the_offline_queue():
-    f = new_flash()
-    run = Run(f)
+def check_a_clean_session_discards_what_was_in_flight_and_keeps_the_offline_queue(kind):
+    f = new_flash(kind)
+    run = Run(f, kind)
     run.mount()
     for i in range(5):
         run.publish(i)
     run.connect()
     packets_out(run.s)               # 0, 1, 2 sent (window 3); 3, 4 never sent
     gone = []
-    s = Session(b"dev", 0, True, 3, 4, 128, 2, store=RingStore(f))
+    s = Session(b"dev", 0, True, 3, 4, 128, 2, store=make_store(f, kind))
     s.on_discarded = lambda t, m, q: gone.append(m)
     s.start(0)
     packets_out(s)
@@ -365,9 +412,9 @@ def test_a_clean_session_discards_what_was_in_flight_and_keeps_the_offline_queue
     assert [p[2] for p in out] == [b"m3...", b"m4...."]
 
 
-def test_a_full_store_raises_storefull_and_keeps_everything():
-    f = new_flash()
-    run = Run(f)
+def check_a_full_store_raises_storefull_and_keeps_everything(kind):
+    f = new_flash(kind)
+    run = Run(f, kind)
     run.mount()
     i = 0
     try:
@@ -376,16 +423,16 @@ def test_a_full_store_raises_storefull_and_keeps_everything():
             i += 1
     except StoreFull as e:
         assert "full" in str(e)
-    assert i > 20
-    s = Session(b"dev", 0, False, 3, 4, 128, 2, store=RingStore(f))
+    assert i > 8, "stored only %d messages" % i
+    s = Session(b"dev", 0, False, 3, 4, 128, 2, store=make_store(f, kind))
     assert drain(s, run.by_pid) == list(range(i))
     s.publish(b"t/s", b"m0", 1)   # room again
 
 
 
-def test_inbound_qos2_survives_a_restart_and_is_delivered_once():
-    f = new_flash()
-    run = Run(f)
+def check_inbound_qos2_survives_a_restart_and_is_delivered_once(kind):
+    f = new_flash(kind)
+    run = Run(f, kind)
     run.mount()
     run.connect()
     run.inbound(7, 77)
@@ -400,3 +447,45 @@ def test_inbound_qos2_survives_a_restart_and_is_delivered_once():
     run.connect()
     run.release(7, 77)                # a repeated PUBREL: PUBCOMP only
     assert run.delivered == {7: 1}
+
+
+
+# The same promises from both stores.
+def test_ring_store_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewhere():
+    check_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewhere("ring")
+
+
+def test_file_store_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewhere():
+    check_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewhere("file")
+
+
+def test_ring_store_restore_keeps_the_packet_id_order_and_continues_after_the_highest():
+    check_restore_keeps_the_packet_id_order_and_continues_after_the_highest("ring")
+
+
+def test_file_store_restore_keeps_the_packet_id_order_and_continues_after_the_highest():
+    check_restore_keeps_the_packet_id_order_and_continues_after_the_highest("file")
+
+
+def test_ring_store_clean_session_discards_what_was_in_flight_and_keeps_the_offline_queue():
+    check_a_clean_session_discards_what_was_in_flight_and_keeps_the_offline_queue("ring")
+
+
+def test_file_store_clean_session_discards_what_was_in_flight_and_keeps_the_offline_queue():
+    check_a_clean_session_discards_what_was_in_flight_and_keeps_the_offline_queue("file")
+
+
+def test_ring_store_when_full_raises_storefull_and_keeps_everything():
+    check_a_full_store_raises_storefull_and_keeps_everything("ring")
+
+
+def test_file_store_when_full_raises_storefull_and_keeps_everything():
+    check_a_full_store_raises_storefull_and_keeps_everything("file")
+
+
+def test_ring_store_inbound_qos2_survives_a_restart_and_is_delivered_once():
+    check_inbound_qos2_survives_a_restart_and_is_delivered_once("ring")
+
+
+def test_file_store_inbound_qos2_survives_a_restart_and_is_delivered_once():
+    check_inbound_qos2_survives_a_restart_and_is_delivered_once("file")

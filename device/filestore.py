@@ -1,0 +1,223 @@
+# FileStore: the client's messages as files, for stock firmware with no spare
+# partition (the ring store wears the flash far less: prefer it when you can).
+# One file per record in one directory, named by state and sequence:
+#   q<seq>  outbound, never sent      s<seq>  sent, awaiting PUBACK/PUBREC
+#   r<seq>  PUBREC received           i<seq>  inbound QoS 2, awaiting PUBREL
+#   t<seq>  being written (a leftover is deleted on mount)
+# A record is written whole to t<seq> and renamed, and a state change is a
+# rename, so a power cut leaves the old state or the new one (rename is atomic
+# on LittleFS and POSIX). Each file carries a CRC; a bad one is deleted on mount.
+# Outbound sequence numbers are consecutive, so the messages never sent are
+# exactly q<cursor> .. q<last>: no list of them is kept in RAM.
+import os
+from binascii import crc32
+
+from .codec import wire
+from .session import StoreFull, SENT, REL, DONE
+
+_HDR = 12
+_OUT = 0xA5
+_IN = 0x5A
+
+
+class FileStore:
+    """Messages as files under directory: MQTTClient(store="/store")."""
+
+    def __init__(self, directory, max_files=500, reserve=4):
+        self.dir = directory.rstrip("/") or "/"
+        self.max_files = max_files   # bounds the store: publish() raises StoreFull beyond
+        self.reserve = reserve       # filesystem blocks kept free for state changes
+        self.backlog = 0
+        self.pk_pid = 0
+        self.last_pid = 0
+
+    def _name(self, c, seq):
+        return "%s/%s%08x" % (self.dir, c, seq)
+
+    def open(self, max_packet, on_move):
+        try:
+            os.mkdir(self.dir)
+        except OSError:
+            pass   # it exists
+        self._buf = bytearray(_HDR + max_packet + 4)
+        self._mv = memoryview(self._buf)
+        self._body = self._mv[_HDR:]
+        outs = []     # (seq, state letter)
+        ins = []
+        for name in os.listdir(self.dir):
+            c = name[:1]
+            try:
+                seq = int(name[1:], 16)
+            except ValueError:
+                continue   # not ours
+            path = self.dir + "/" + name
+            if c == "t" or c not in "qsri" or self._read(path) < 0:
+                os.remove(path)   # half written, or corrupt
+                continue
+            if c == "i":
+                ins.append(seq)
+            else:
+                outs.append((seq, c))
+        outs.sort()
+        ins.sort()
+        self._files = len(outs) + len(ins)
+        self._next = max([s for s, _ in outs] + ins + [-1]) + 1
+        self.window = []
+        self.inbound = []
+        self._cur = -1
+        self._last = -1
+        for seq, c in outs:
+            n = self._read(self._name(c, seq))
+            pid = self._buf[4] | self._buf[5] << 8
+            self.last_pid = pid
+            if c == "q":
+                if self._cur < 0:
+                    self._cur = seq
+                    self.pk_pid = pid
+                self._last = seq
+                self.backlog += 1
+            else:
+                st = 0xFF & ~SENT & (~REL if c == "r" else 0xFF)
+                self.window.append((seq, pid, st, seq, self._buf[_HDR]))
+        for seq in ins:
+            n = self._read(self._name("i", seq))
+            self.inbound.append((seq, self._buf[4] | self._buf[5] << 8, bytes(self._body[:n])))
+
+    def _read(self, path):
+        # read a record file into self._buf -> body length, -1 if it is not whole
+        try:
+            with open(path, "rb") as f:
+                k = f.readinto(self._buf)
+        except OSError:
+            return -1
+        b = self._buf
+        if k < _HDR:
+            return -1
+        n = b[2] | b[3] << 8
+        if k != _HDR + n or crc32(self._mv[_HDR:_HDR + n], crc32(self._mv[2:8])) != (
+                b[8] | b[9] << 8 | b[10] << 16 | b[11] << 24):
+            return -1
+        return n
+
+    def _write(self, c, seq, magic, n, pid):
+        if self._files >= self.max_files:
+            raise StoreFull("message store full: %d files in %s (max_files=%d)"
+                            % (self._files, self.dir, self.max_files))
+        if self._free_blocks() < self.reserve:
+            # keep room to rename and remove: LittleFS needs free blocks for those too
+            raise StoreFull("message store full: fewer than %d free blocks left on the filesystem "
+                            "holding %s" % (self.reserve, self.dir))
+        b = self._buf
+        b[0] = magic
+        b[1] = 0xFF
+        b[2] = n & 255
+        b[3] = n >> 8
+        b[4] = pid & 255
+        b[5] = pid >> 8
+        b[6] = seq & 255
+        b[7] = seq >> 8 & 255
+        c32 = crc32(self._mv[_HDR:_HDR + n], crc32(self._mv[2:8]))
+        for i in range(4):
+            b[8 + i] = c32 >> (8 * i) & 255
+        tmp = self._name("t", seq)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(self._mv[:_HDR + n])
+            os.rename(tmp, self._name(c, seq))
+        except OSError as e:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            if self._full(e):
+                raise StoreFull("message store full: the filesystem holding %s has no room (%s)"
+                                % (self.dir, e))
+            raise
+        self._files += 1
+
+    def _free_blocks(self):
+        try:
+            st = os.statvfs(self.dir)
+        except (OSError, AttributeError):
+            return 1 << 30   # cannot tell: rely on ENOSPC
+        return st[3] if st[3] <= st[2] else 0   # LittleFS over-full wraps below zero
+
+    def _full(self, e):
+        # ENOSPC; a full LittleFS may also answer a rename that needs a new
+        # metadata block with LFS_ERR_NAMETOOLONG (36) although our names are short
+        return bool(e.args) and e.args[0] in (28, 36)
+
+    # ---- what the session calls (handles are sequence numbers)
+
+    def add(self, topic, msg, qos, retain, pid):
+        seq = self._next
+        n = wire.pack_publish(self._body, topic, msg, qos, retain, False, pid)
+        self._write("q", seq, _OUT, n, pid)
+        self._next += 1
+        if self.backlog == 0:
+            self._cur = seq
+            self.pk_pid = pid
+        self._last = seq
+        self.backlog += 1
+        self.last_pid = pid
+        return seq
+
+    def add_inbound(self, pid, body, n):
+        seq = self._next
+        self._body[:n] = body[:n]
+        self._write("i", seq, _IN, n, pid)
+        self._next += 1
+        return seq
+
+    def next_unsent(self):
+        return self._cur if self.backlog else -1
+
+    def in_backlog(self, pid):
+        if not self.backlog:
+            return False
+        return (pid - self.pk_pid) % 65536 <= (self.last_pid - self.pk_pid) % 65536
+
+    def load(self, seq, buf):
+        for c in "qsri":
+            n = self._read(self._name(c, seq))
+            if n >= 0:
+                buf[:n] = self._body[:n]
+                return n
+        raise OSError("stored record %d is missing" % seq)
+
+    def mark(self, seq, bit):
+        if bit == DONE:
+            for c in "srqi":
+                try:
+                    os.remove(self._name(c, seq))
+                    self._files -= 1
+                    return
+                except OSError:
+                    pass
+        elif bit == SENT:
+            os.rename(self._name("q", seq), self._name("s", seq))
+            if seq == self._cur:
+                self.backlog -= 1
+                self._cur += 1
+                while self.backlog and self._read(self._name("q", self._cur)) < 0:
+                    self._cur += 1   # an inbound record took this number
+                if self.backlog:
+                    self.pk_pid = self._buf[4] | self._buf[5] << 8
+        elif bit == REL:
+            os.rename(self._name("s", seq), self._name("r", seq))
+
+    def message(self, seq):
+        n = self.load(seq, self._buf)
+        h = 1
+        while self._buf[h] & 0x80:
+            h += 1
+        h += 1
+        te, _, ps = wire.publish_fields(self._buf[0], self._mv[h:], n - h)
+        return bytes(self._mv[h + 2:h + te]), bytes(self._mv[h + ps:n])
+
+    def clear(self):
+        for name in os.listdir(self.dir):
+            os.remove(self.dir + "/" + name)
+        self._files = 0
+        self.backlog = 0
+        self._cur = -1
