@@ -49,10 +49,8 @@ class NorFlash:
             self.data[b * block_size:(b + 1) * block_size] = ff
         if path:
             try:
-                with open(path, "rb") as f:
-                    img = f.read()
-                if len(img) == self.size:
-                    self.data[:] = img
+                with open(path, "rb") as f:   # read in place: no second copy in RAM
+                    f.readinto(self.data)
             except OSError:
                 pass
             self._save(0, self.size)
@@ -170,4 +168,4 @@ class NorFlash:
             f = open(self.path, "wb")
         with f:
             f.seek(addr)
-            f.write(self.data[addr:addr + n])
+            f.write(memoryview(self.data)[addr:addr + n])

@@ -1,0 +1,36 @@
+# A device program for the kill test: the client with its store on a file-backed
+# emulated flash partition (as the virtual board has), run on MicroPython or CPython.
+#   store_program.py FLASH PORT publish FIRST   publish FIRST, FIRST+1, ... while the
+#       broker is down, printing "ACCEPTED n" as each publish() returns, until killed
+#   store_program.py FLASH PORT drain           connect and send what the store holds,
+#       then print "DRAINED"
+import sys
+
+try:
+    from fleetwire.host.norflash import NorFlash
+except ImportError:  # MicroPython: host code is on MICROPYPATH by its bare name
+    from norflash import NorFlash
+from fleetwire.client import MQTTClient, StoreFull
+from fleetwire.ringstore import RingStore
+
+flash_path, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+# 8 x 1 KB: the emulated partition lives in the heap on the unix port (on a board it is flash)
+flash = NorFlash(8, block_size=1024, path=flash_path)
+c = MQTTClient("killed-device", "127.0.0.1", port, store=RingStore(flash), max_inflight=4,
+               max_packet=256, timeout=5)
+if mode == "publish":
+    i = int(sys.argv[4])
+    while True:
+        try:
+            c.publish(b"kill/test", b"%d" % i, qos=1 + i % 2, block=False)
+        except StoreFull:
+            print("FULL")
+            break
+        print("ACCEPTED %d" % i)
+        i += 1
+else:
+    c.connect(clean_session=False)
+    while c.pending:
+        c.loop(100)
+    c.disconnect()
+    print("DRAINED")
