@@ -54,6 +54,7 @@ class NorFlash:
             except OSError:
                 pass
             self._save(0, self.size)
+        self._view = memoryview(self.data)
         self.erases = [0] * blocks
         self.programmed = 0
         self.ops = 0            # programs and erases so far
@@ -94,7 +95,7 @@ class NorFlash:
         a = n * self.block_size + off
         if a < 0 or a + len(buf) > self.size:
             raise FlashMisuse("read past the end of the flash")
-        buf[:] = self.data[a:a + len(buf)]
+        buf[:] = self._view[a:a + len(buf)]   # a view, not a copy: reads allocate little
 
     def writeblocks(self, n, buf, off=None):
         if off is None:  # simple protocol: erase the blocks, then program them

@@ -17,6 +17,7 @@ except ImportError:  # MicroPython: host code is not in the board tree
     from norflash import NorFlash, PowerCut
 from fleetwire.ringstore import RingStore
 from fleetwire.filestore import FileStore
+from fleetwire.ramstore import RamStore
 from fleetwire.session import Session, StoreFull, CONNECTED
 from fleetwire.codec import wire
 
@@ -489,3 +490,17 @@ def test_ring_store_inbound_qos2_survives_a_restart_and_is_delivered_once():
 
 def test_file_store_inbound_qos2_survives_a_restart_and_is_delivered_once():
     check_inbound_qos2_survives_a_restart_and_is_delivered_once("file")
+
+
+def test_ram_store_keeps_copies_in_order_and_reports_full():
+    s = Session(b"dev", 0, False, 3, 4, 128, 2, store=RamStore(4096, 1024))
+    msg = bytearray(b"m0")
+    pids = []
+    try:
+        for i in range(200):
+            msg[1:] = b"%d" % i
+            pids.append(s.publish(b"t/s", msg, 1 + i % 2))   # the buffer is reused: the store copies
+    except StoreFull:
+        pass
+    assert 20 < len(pids) < 200
+    assert drain(s, {}) == list(range(len(pids)))
