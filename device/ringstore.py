@@ -47,6 +47,7 @@ class RingStore:
                              % self.nblocks)
         self._hb = bytearray(_HDR)
         self._hmv = memoryview(self._hb)
+        self._hcrc = self._hmv[2:8]   # the header bytes a record's CRC covers
         self._bh = bytearray(_BHDR)
         self._one = bytearray(1)
         self._bseq = [-1] * self.nblocks   # block sequence, -1: free
@@ -80,6 +81,7 @@ class RingStore:
         self._buf = bytearray(max([own] + rmax))   # holds any stored record
         self._mv = memoryview(self._buf)
         self._body = self._mv[_HDR:]
+        self._bcrc = self._mv[2:8]
         for b in range(self.nblocks):
             if self._bseq[b] < 0:
                 self._blank[b] = self._erased(b, 0)
@@ -176,7 +178,7 @@ class RingStore:
     def _crc_ok(self, b, off, n):
         body = self._mv[_HDR:_HDR + n]
         self.dev.readblocks(b, body, off + _HDR)
-        return crc32(body, crc32(self._hmv[2:8])) == _u32(self._hb, 8)
+        return crc32(body, crc32(self._hcrc)) == _u32(self._hb, 8)
 
     # ---- what the session calls
 
@@ -367,7 +369,7 @@ class RingStore:
         buf[5] = pid >> 8
         buf[6] = self._seq & 255
         buf[7] = self._seq >> 8
-        _put32(buf, 8, crc32(self._mv[_HDR:_HDR + n], crc32(self._mv[2:8])))
+        _put32(buf, 8, crc32(self._mv[_HDR:_HDR + n], crc32(self._bcrc)))
         k = _rlen(n)
         for i in range(_HDR + n, k):
             buf[i] = 0xFF
