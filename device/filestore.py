@@ -42,9 +42,17 @@ class FileStore:
         self._buf = bytearray(_HDR + max_packet + 4)
         self._mv = memoryview(self._buf)
         self._body = self._mv[_HDR:]
-        outs = []     # (seq, state letter)
+        # One pass over the directory without listing it in RAM: only the window
+        # (sent, awaiting an ack) and inbound records are kept; the never-sent
+        # backlog is a range q<first> .. q<last>.
+        window = []
         ins = []
-        for name in os.listdir(self.dir):
+        self._files = 0
+        self._cur = self._last = -1
+        top = -1
+        top_out = -1
+        bad = []
+        for name in _names(self.dir):
             c = name[:1]
             try:
                 seq = int(name[1:], 16)
@@ -52,33 +60,34 @@ class FileStore:
                 continue   # not ours
             path = self.dir + "/" + name
             if c == "t" or c not in "qsri" or self._read(path) < 0:
-                os.remove(path)   # half written, or corrupt
+                bad.append(path)   # half written, or corrupt: removed after the walk
                 continue
+            self._files += 1
+            top = max(top, seq)
             if c == "i":
                 ins.append(seq)
-            else:
-                outs.append((seq, c))
-        outs.sort()
-        ins.sort()
-        self._files = len(outs) + len(ins)
-        self._next = max([s for s, _ in outs] + ins + [-1]) + 1
-        self.window = []
-        self.inbound = []
-        self._cur = -1
-        self._last = -1
-        for seq, c in outs:
-            n = self._read(self._name(c, seq))
-            pid = self._buf[4] | self._buf[5] << 8
-            self.last_pid = pid
+                continue
+            if seq > top_out:
+                top_out = seq
+                self.last_pid = self._buf[4] | self._buf[5] << 8
             if c == "q":
-                if self._cur < 0:
-                    self._cur = seq
-                    self.pk_pid = pid
-                self._last = seq
                 self.backlog += 1
+                if self._cur < 0 or seq < self._cur:
+                    self._cur = seq
+                    self.pk_pid = self._buf[4] | self._buf[5] << 8
+                self._last = max(self._last, seq)
             else:
-                st = 0xFF & ~SENT & (~REL if c == "r" else 0xFF)
-                self.window.append((seq, pid, st, seq, self._buf[_HDR]))
+                window.append((seq, c, self._buf[4] | self._buf[5] << 8, self._buf[_HDR]))
+        for path in bad:
+            os.remove(path)
+        self._next = top + 1
+        window.sort()
+        ins.sort()
+        self.window = []
+        for seq, c, pid, first in window:
+            st = 0xFF & ~SENT & (~REL if c == "r" else 0xFF)
+            self.window.append((seq, pid, st, seq, first))
+        self.inbound = []
         for seq in ins:
             n = self._read(self._name("i", seq))
             self.inbound.append((seq, self._buf[4] | self._buf[5] << 8, bytes(self._body[:n])))
@@ -199,7 +208,7 @@ class FileStore:
             if seq == self._cur:
                 self.backlog -= 1
                 self._cur += 1
-                while self.backlog and self._read(self._name("q", self._cur)) < 0:
+                while self.backlog and self._cur <= self._last and self._read(self._name("q", self._cur)) < 0:
                     self._cur += 1   # an inbound record took this number
                 if self.backlog:
                     self.pk_pid = self._buf[4] | self._buf[5] << 8
@@ -216,8 +225,20 @@ class FileStore:
         return bytes(self._mv[h + 2:h + te]), bytes(self._mv[h + ps:n])
 
     def clear(self):
-        for name in os.listdir(self.dir):
+        for name in list(_names(self.dir)):
             os.remove(self.dir + "/" + name)
         self._files = 0
         self.backlog = 0
         self._cur = -1
+
+
+def _names(d):
+    # the names in directory d, one at a time (no list of them in RAM)
+    try:
+        it = os.ilistdir(d)   # MicroPython
+    except AttributeError:
+        for e in os.scandir(d):
+            yield e.name
+        return
+    for e in it:
+        yield e[0]

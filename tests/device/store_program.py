@@ -1,5 +1,6 @@
 # A device program for the kill test: the client with its store on a file-backed
 # emulated flash partition (as the virtual board has), run on MicroPython or CPython.
+# FLASH is the flash image file (ring store), or a directory (file store).
 #   store_program.py FLASH PORT publish FIRST   publish FIRST, FIRST+1, ... while the
 #       broker is down, printing "ACCEPTED n" as each publish() returns, until killed
 #   store_program.py FLASH PORT drain           connect and send what the store holds,
@@ -14,9 +15,12 @@ from fleetwire.client import MQTTClient, StoreFull
 from fleetwire.ringstore import RingStore
 
 flash_path, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-# 8 x 1 KB: the emulated partition lives in the heap on the unix port (on a board it is flash)
-flash = NorFlash(8, block_size=1024, path=flash_path)
-c = MQTTClient("killed-device", "127.0.0.1", port, store=RingStore(flash), max_inflight=4,
+if flash_path.endswith(".partition"):
+    # 8 x 1 KB: the emulated partition lives in the heap on the unix port (on a board it is flash)
+    store = RingStore(NorFlash(8, block_size=1024, path=flash_path))
+else:
+    store = flash_path   # a directory: the client makes a FileStore of it
+c = MQTTClient("killed-device", "127.0.0.1", port, store=store, max_inflight=4,
                max_packet=256, timeout=5)
 if mode == "publish":
     i = int(sys.argv[4])

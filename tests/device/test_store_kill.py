@@ -1,7 +1,8 @@
 """Kill test: a device publishing QoS 1 and 2 while the broker is down is killed
 with SIGKILL at random moments and started again on the same flash image; when
 mosquitto comes back a subscriber receives every message a publish() accepted,
-QoS 2 exactly once. On MicroPython (96K heap) and CPython."""
+QoS 2 exactly once. On MicroPython (96K heap) and CPython; the ring store on an
+emulated partition, and the file store in a directory."""
 import os
 import random
 import signal
@@ -23,13 +24,14 @@ def start(interp, board_lib, *args):
                             stderr=subprocess.PIPE, text=True, env=env)
 
 
+@pytest.mark.parametrize("store", ["ring", "file"])
 @pytest.mark.parametrize("interp", ["micropython", "cpython"])
-def test_messages_accepted_before_a_kill_reach_the_subscriber(interp, board_lib, tmp_path,
+def test_messages_accepted_before_a_kill_reach_the_subscriber(interp, store, board_lib, tmp_path,
                                                                 make_observer):
     if interp == "cpython":
         board_lib = None
     broker = Mosquitto()          # its port is chosen; it is not running yet
-    flash = str(tmp_path / "mqtt.partition")
+    flash = str(tmp_path / ("mqtt.partition" if store == "ring" else "store"))
     rng = random.Random(7)
     accepted = []
     try:
