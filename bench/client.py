@@ -214,6 +214,8 @@ def main():
             n1 = args.n if cl == "fleetwire" else min(args.n, 200)  # umqtt: ~20/s stop-and-wait
             res[cl, "QoS1 msg/s"] = med(lambda: rate(trees[True], cl, "rate1", broker, counter, n1))
             res[cl, "min heap KB"] = min_heap(trees[True], cl, broker)
+            # what a frozen build (code in flash, as on a board's firmware) keeps in RAM
+            res[cl, "connect-import (frozen)"] = res[cl, "connect+subscribe"] - res[cl, "import .mpy"]
         counter.close()
         cpy = cpython_rates(broker, args.n)
     print()
@@ -222,7 +224,8 @@ def main():
     if "umqtt" in clients:
         head += "%12s" % "ratio"
     print(head)
-    for what in ("import .py", "import .mpy", "connect+subscribe", "alloc/QoS0 publish",
+    for what in ("import .py", "import .mpy", "connect+subscribe", "connect-import (frozen)",
+                 "alloc/QoS0 publish",
                  "alloc/QoS1 publish", "QoS0 msg/s", "QoS1 msg/s", "min heap KB"):
         line = "%-22s" % what
         vals = [res.get((c, what)) for c in clients]
