@@ -235,8 +235,9 @@ class MQTTClient:
 
     @property
     def pending(self):
-        """Messages accepted and not yet completed (queued + in flight)."""
-        return self._s.pending + self._s.inflight
+        """Messages accepted and not yet completed (queued, in the store, in flight)."""
+        s = self._s
+        return s.pending + s.inflight + (s.store.backlog if s.store is not None else 0)
 
     @property
     def inflight(self):

@@ -1,11 +1,13 @@
 # A device program for the kill test: the client with its store on a file-backed
 # emulated flash partition (as the virtual board has), run on MicroPython or CPython.
 # FLASH is the flash image file (ring store), or a directory (file store).
-#   store_program.py FLASH PORT publish FIRST   publish FIRST, FIRST+1, ... while the
-#       broker is down, printing "ACCEPTED n" as each publish() returns, until killed
+#   store_program.py FLASH PORT publish FIRST COUNT   publish FIRST, FIRST+1, ... without
+#       connecting, printing "ACCEPTED n" as each publish() returns, COUNT at most; then
+#       wait to be killed
 #   store_program.py FLASH PORT drain           connect and send what the store holds,
 #       then print "DRAINED"
 import sys
+import time
 
 try:
     from fleetwire.host.norflash import NorFlash
@@ -24,7 +26,8 @@ c = MQTTClient("killed-device", "127.0.0.1", port, store=store, max_inflight=4,
                max_packet=256, timeout=5)
 if mode == "publish":
     i = int(sys.argv[4])
-    while True:
+    last = i + int(sys.argv[5])   # publish at most this many, then wait to be killed
+    while i < last:
         try:
             c.publish(b"kill/test", b"%d" % i, qos=1 + i % 2, block=False)
         except StoreFull:
@@ -32,9 +35,14 @@ if mode == "publish":
             break
         print("ACCEPTED %d" % i)
         i += 1
+    print("WAITING")
+    while True:
+        time.sleep(1)
 else:
+    done = []
+    c.on_delivered = done.append
     c.connect(clean_session=False)
     while c.pending:
         c.loop(100)
     c.disconnect()
-    print("DRAINED")
+    print("DRAINED %d" % len(done))
