@@ -63,7 +63,7 @@ class MQTTClient:
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params=None, *, max_inflight=10, queue_size=16, max_packet=1024,
                  max_subscriptions=8, drop_oldest=False, timeout=10, rx_buffer=256,
-                 reconnect=False, backoff_max=128, takeover_kicks=3, store=None):
+                 reconnect=False, backoff_min=1, backoff_max=128, takeover_kicks=3, store=None):
         if port == 0:
             port = 8883 if ssl else 1883
         self.server = server
@@ -98,16 +98,19 @@ class MQTTClient:
         self.on_delivered = None
         self.on_discarded = None
         self.on_reconnect = None   # on_reconnect(attempt, delay_ms) before each wait
-        # Automatic reconnect (off by default, as umqtt.simple): backoff from 1 s
-        # doubling to backoff_max s, with jitter so a fleet does not return in step.
+        # Automatic reconnect (off by default, as umqtt.simple): backoff from
+        # backoff_min s doubling to backoff_max s, with jitter so a fleet does not
+        # return in step; back to backoff_min after a connection that stayed up 60 s.
         self.reconnect = reconnect
-        self.backoff_max = backoff_max * 1000
+        self.backoff_min = int(backoff_min * 1000)
+        self.backoff_max = int(backoff_max * 1000)
         self.takeover_kicks = takeover_kicks
         self._delay = 0          # last backoff delay, ms (0: none)
         self._attempt = 0
         self._retry_at = 0
         self._up_at = -1         # ticks of the last CONNACK, -1 if never connected
         self._kicks = 0          # broker closed us soon after CONNACK, in a row
+        self._eof = False        # the broker closed the connection (FIN), not a reset or a timeout
         self._in_connect = False
         self._clean = True
 
@@ -167,7 +170,10 @@ class MQTTClient:
 
     def ping(self):
         self._s.ping()
-        self._flush(ticks_ms())
+        try:
+            self._flush(ticks_ms())
+        except (OSError, MQTTException) as e:
+            self._failed(e)
 
     def publish(self, topic, msg, retain=False, qos=0, *, block=True):
         """Publish msg to topic -> packet id (0 for QoS 0).
@@ -190,7 +196,10 @@ class MQTTClient:
             raise MQTTException("not connected")
         pid = s.publish(topic, msg, qos, retain)
         if self.sock:
-            self._flush(ticks_ms())
+            try:
+                self._flush(ticks_ms())
+            except (OSError, MQTTException) as e:
+                self._failed(e)  # the message stays queued for the next connection
         if block and qos:
             self._wait(_until_complete, pid, self.timeout_ms)
         return pid
@@ -280,20 +289,24 @@ class MQTTClient:
             self._read()
             self._flush(ticks_ms())
         except (OSError, MQTTException) as e:
-            self._lose(e)
-            if not self.reconnect or self._in_connect or self._up_at < 0 or isinstance(e, ConnectRefused):
-                raise
-            self._schedule()
+            self._failed(e)
+
+    def _failed(self, e):
+        # The connection broke: close it, then raise, or plan the reconnect.
+        self._lose(e)
+        if not self.reconnect or self._in_connect or self._up_at < 0 or isinstance(e, ConnectRefused):
+            raise e
+        self._schedule()
 
     def _schedule(self):
         # The connection is gone: decide when to try again.
-        if self._kicks >= self.takeover_kicks:
+        if self.takeover_kicks and self._kicks >= self.takeover_kicks:
             self.reconnect = False
             raise SessionTakenOver(
                 "the broker closed the connection right after accepting it %d times in a row: "
                 "another client is using client id %r (ids must be unique per device)"
                 % (self._kicks, self._s.client_id))
-        d = self._delay * 2 if self._delay else 1000
+        d = self._delay * 2 if self._delay else self.backoff_min
         if d > self.backoff_max:
             d = self.backoff_max
         self._delay = d
@@ -333,6 +346,7 @@ class MQTTClient:
             if n is None:
                 return
             if n == 0:
+                self._eof = True
                 raise OSError(104, "connection closed by the broker")
             self._rxp = 0
             self._rxe = n
@@ -373,6 +387,7 @@ class MQTTClient:
         self.sock = sock
         self._rxp = self._rxe = 0
         self._txo = self._txn = 0
+        self._eof = False
         self._poll = select.poll()
         self._poll.register(sock, _POLLIN)
         self._ipoll = getattr(self._poll, "ipoll", None)
@@ -433,7 +448,8 @@ class MQTTClient:
         if was and self._s.state == CONNECTED:
             # Closed by the broker soon after CONNACK: a sign of a client id clash.
             up = ticks_diff(ticks_ms(), self._up_at)
-            if isinstance(reason, OSError) and reason.args and reason.args[0] == 104 and up < 60000:
+            # A reset or a timeout is the network's doing; a clean close is the broker's.
+            if self._eof and up < 60000:
                 self._kicks += 1
             else:
                 self._kicks = 0

@@ -72,6 +72,24 @@ def observer(mosquitto, make_observer):
 
 
 @pytest.fixture
+def make_proxy(request):
+    """make_proxy(broker=None) -> a started fault-injecting Proxy (fleetwire.host.proxy)
+    in front of broker (default: the session `mosquitto`); stopped afterwards."""
+    from fleetwire.host.proxy import Proxy
+    made = []
+
+    def make(broker=None):
+        if broker is None:
+            broker = request.getfixturevalue("mosquitto")
+        p = Proxy((broker.host, broker.port)).start()
+        made.append(p)
+        return p
+    yield make
+    for p in made:
+        p.stop()
+
+
+@pytest.fixture
 def scripted_broker():
     """A ScriptedBroker (fleetwire.host.scripted_broker) on 127.0.0.1:.port."""
     from fleetwire.host.scripted_broker import ScriptedBroker

@@ -11,6 +11,7 @@ COMMANDS = {
     "demo": "demo",
     "gen-telemetry": "gen_telemetry",
     "report": "report",
+    "proxy": "proxy",
 }
 
 

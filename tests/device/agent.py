@@ -9,7 +9,15 @@ from fleetwire import MQTTClient, QueueFull
 MP = sys.implementation.name == "micropython"
 c = None
 inbox = []
-events = []
+events = []   # the last few events, as text (bounded: a long sweep must not fill the heap)
+counts = {"lost": 0, "connected": 0, "retry": 0, "discarded": 0}
+
+
+def event(kind, text):
+    counts[kind] += 1
+    events.append(text)
+    if len(events) > 4:
+        events.pop(0)
 
 
 def cb(topic, msg):
@@ -33,7 +41,7 @@ def run(cmd):
     if op == "init":
         kw = {}
         for k in ("max_inflight", "queue_size", "max_packet", "max_subscriptions", "reconnect",
-                  "backoff_max"):
+                  "backoff_min", "backoff_max", "takeover_kicks", "drop_oldest"):
             if k in cmd:
                 kw[k] = cmd[k]
         if "io_timeout" in cmd:  # the client's timeout (the host side's is its own)
@@ -41,7 +49,10 @@ def run(cmd):
         c = MQTTClient(cmd["id"], cmd["host"], cmd["port"], cmd.get("user"), cmd.get("password"),
                        cmd.get("keepalive", 0), ssl_context(cmd) if cmd.get("tls") else None, **kw)
         c.set_callback(cb)
-        c.on_disconnect = lambda reason: events.append("lost: %s" % reason)
+        c.on_disconnect = lambda reason: event("lost", "lost: %s" % reason)
+        c.on_connect = lambda present: event("connected", "connected: %d" % present)
+        c.on_reconnect = lambda n, ms: event("retry", "retry %d in %d ms" % (n, ms))
+        c.on_discarded = lambda t, m, q: event("discarded", "discarded: %s" % m.decode())
         return {}
     if op == "will":
         c.set_last_will(cmd["topic"], cmd["msg"], cmd.get("retain", False), cmd.get("qos", 0))
@@ -64,12 +75,21 @@ def run(cmd):
                     raise
                 c.loop(20)  # let acknowledgements make room, as an application would
     if op == "recv":
-        # Loop until n messages are in, or the time is up; hand them over.
+        # Loop until n messages are in, or the time is up; hand them over. With
+        # "tail": go on until connected and no packet came for tail ms (the
+        # rest of a QoS 2 flow, or a reconnect, is done).
         n = cmd.get("n", 1)
         for _ in range(cmd.get("ms", 5000) // 20):
             if len(inbox) >= n:
                 break
             c.loop(20)
+        tail = cmd.get("tail", 0)
+        if tail:
+            for _ in range(cmd.get("ms", 5000) // 10):
+                h = c._handled
+                c.loop(tail)
+                if h == c._handled and c.is_connected():
+                    break
         got = inbox[:]
         del inbox[:]
         return {"msgs": got}
@@ -78,6 +98,19 @@ def run(cmd):
         for _ in range(cmd.get("ms", 100) // 20):
             c.loop(20)
         return {"pending": c.pending}
+    if op == "settle":
+        # Loop (reconnecting as needed) until nothing is pending and the link is up.
+        for _ in range(cmd.get("ms", 10000) // 10):
+            c.loop(10)
+            if not c.pending and c.is_connected():
+                break
+        got = inbox[:]
+        del inbox[:]
+        return {"pending": c.pending, "connected": c.is_connected(), "msgs": got}
+    if op == "events":
+        got = events[:]
+        del events[:]
+        return {"events": got, "counts": counts}
     if op == "disconnect":
         c.disconnect()
         return {}
@@ -101,6 +134,7 @@ def main():
         except Exception as e:
             reply = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
         sys.stdout.write(json.dumps(reply) + "\n")
+        reply = cmd = line = None  # so the next command's "mem" sees only the client
         if hasattr(sys.stdout, "flush"):
             sys.stdout.flush()
 

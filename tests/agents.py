@@ -1,0 +1,90 @@
+"""Device agents for the tests: run the real client as a device process — MicroPython's unix port with a 96 KB
+heap, and CPython — and script it over stdin/stdout (tests/device/agent.py)."""
+import json
+import os
+import queue
+import subprocess
+import threading
+
+import pytest
+
+
+AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "device", "agent.py")
+from support import device_command
+
+
+class Agent:
+    def __init__(self, interp, board_lib, client_id):
+        self.interp = interp
+        self.client_id = client_id
+        cmd, env = device_command(interp, board_lib, AGENT)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env)
+        self._lines = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def call(self, op, timeout=30, **kw):
+        """Send one command; -> the reply dict. Fails the test if the device errs."""
+        reply = self.try_call(op, timeout, **kw)
+        assert reply["ok"], "%s %s on %s: %s" % (op, kw, self.interp, reply["error"])
+        return reply
+
+    def try_call(self, op, timeout=30, **kw):
+        self.begin(op, **kw)
+        return self.result(timeout)
+
+    def begin(self, op, **kw):
+        """Send a command without waiting for its reply (the test plays the broker meanwhile)."""
+        kw["op"] = op
+        self.proc.stdin.write(json.dumps(kw) + "\n")
+        self.proc.stdin.flush()
+
+    def result(self, timeout=30):
+        """The reply to the oldest command sent with begin()."""
+        op = "command"
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("device gave no answer to %s within %d s" % (op, timeout))
+        if line is None:
+            raise AssertionError("device process ended: %s" % self.proc.stderr.read())
+        return json.loads(line)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(params=["micropython", "cpython"])
+def interp(request):
+    return request.param
+
+
+@pytest.fixture
+def device(interp, board_lib, request):
+    """device(client_id) -> a running Agent on the interpreter under test."""
+    agents = []
+    n = [0]
+
+    def make(client_id=None):
+        n[0] += 1
+        cid = client_id or "%s-%s-%d" % (request.node.name[:30], interp[:2], n[0])
+        a = Agent(interp, board_lib, cid)
+        agents.append(a)
+        return a
+    yield make
+    for a in agents:
+        a.close()
