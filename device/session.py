@@ -235,8 +235,9 @@ class Session:
         if s == _NIL:
             s = self._drop_oldest_qos0() if self.drop_oldest else _NIL
             if s == _NIL:
-                raise QueueFull("outbound queue full (%d messages accepted, not yet completed)"
-                                % (self.pending + self.inflight))
+                raise QueueFull("outbound queue full: %d messages accepted and not yet completed; "
+                                "retry after acknowledgements, or give the client a larger "
+                                "queue_size or a store=" % (self.pending + self.inflight))
         self._free = self._next[s]
         pid = self._new_pid() if qos else 0
         self._topic[s] = topic

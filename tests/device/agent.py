@@ -107,6 +107,30 @@ def run(cmd):
         got = inbox[:]
         del inbox[:]
         return {"pending": c.pending, "connected": c.is_connected(), "msgs": got}
+    if op == "until_lost":
+        # Loop until the client notices the link is gone -> ms it took.
+        try:
+            from time import ticks_ms, ticks_diff
+        except ImportError:
+            import time
+            ticks_ms = lambda: int(time.monotonic() * 1000)  # noqa: E731
+            ticks_diff = lambda a, b: a - b  # noqa: E731
+        n = counts["lost"]
+        t0 = ticks_ms()
+        while counts["lost"] == n and ticks_diff(ticks_ms(), t0) < cmd.get("ms", 10000):
+            c.loop(10)
+        return {"ms": ticks_diff(ticks_ms(), t0), "lost": counts["lost"] > n, "events": events[:]}
+    if op == "fill":
+        # Publish numbered messages without blocking until the queue says it is full.
+        n = 0
+        try:
+            while n < cmd.get("max", 1000):
+                c.publish(cmd["topic"], "%s%04d" % (cmd.get("prefix", ""), n), False, cmd.get("qos", 1),
+                          block=False)
+                n += 1
+        except QueueFull as e:
+            return {"accepted": n, "full": str(e)}
+        return {"accepted": n, "full": None}
     if op == "events":
         got = events[:]
         del events[:]
