@@ -1,80 +1,108 @@
 # An asyncio front over the same sans-IO Session, for applications written the
 # mqtt_as way: `await client.publish(...)` suspends only the calling task. One
 # reader task feeds received bytes to the session; a keepalive task runs its
-# deadlines. Works with MicroPython's asyncio and CPython's.
+# deadlines; with reconnect=True a third task brings the link back. Works with
+# MicroPython's asyncio and CPython's.
 import asyncio
 
-from .session import Session, MQTTException, CONNECTING, CONNECTED, DISCONNECTED, to_bytes
+from .session import (Session, MQTTException, ConnectRefused, ProtocolError, SessionTakenOver,
+                      CONNECTING, CONNECTED, DISCONNECTED, to_bytes, backoff, open_store)
 from .codec.errors import CodecError
-from .session import ProtocolError
 
 try:
-    from time import ticks_ms
+    from time import ticks_ms, ticks_diff
 except ImportError:
     import time as _time
 
     def ticks_ms():
         return int(_time.monotonic() * 1000)
 
+    def ticks_diff(a, b):
+        return a - b
+
+try:
+    from random import getrandbits
+except ImportError:
+    def getrandbits(n):
+        return ticks_ms() & ((1 << n) - 1)
+
 
 class AsyncClient:
     """await connect() / publish() / subscribe() / unsubscribe() / disconnect().
 
-    Options are MQTTClient's; set_callback(f) gets f(topic, msg) for each message,
-    on_disconnect(reason) is called if the connection is lost."""
+    Options are MQTTClient's, reconnect= and store= included. set_callback(f) gets
+    f(topic, msg) for each message. Events: on_connect(session_present),
+    on_disconnect(reason), on_reconnect(attempt, delay_ms), on_delivered(pid),
+    on_discarded(topic, msg, qos). With reconnect=True, a publish() waiting for
+    its acknowledgement waits across reconnects (up to `timeout`)."""
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, *, max_inflight=10, queue_size=16, max_packet=1024,
-                 max_subscriptions=8, timeout=10):
+                 max_subscriptions=8, drop_oldest=False, timeout=10, reconnect=False,
+                 backoff_min=1, backoff_max=128, takeover_kicks=3, store=None):
         self.server = server
         self.port = port or (8883 if ssl else 1883)
         self.ssl = ssl
         self.timeout = timeout
         s = Session(to_bytes(client_id), keepalive, True, max_inflight, queue_size, max_packet,
-                    max_subscriptions, False, int(timeout * 1000))
+                    max_subscriptions, drop_oldest, int(timeout * 1000), open_store(store))
         s.set_login(user, password)
         s.on_message = self._message
-        s.on_delivered = self._progress
+        s.on_delivered = self._delivered
         s.on_suback = self._suback
         s.on_unsuback = self._progress
-        s.on_connack = self._progress
+        s.on_connack = self._connack
+        s.on_discarded = self._discarded
         self._s = s
         self._r = self._w = None
         self._tasks = ()
         self._ev = asyncio.Event()
         self._rx = bytearray(256)
         self._sub_rc = {}
-        self._error = None
+        self._error = None      # why the link went down last
+        self._fatal = None      # why reconnecting stopped for good
         self.cb = None
+        self.on_connect = None
         self.on_disconnect = None
+        self.on_reconnect = None
+        self.on_delivered = None
+        self.on_discarded = None
+        self.reconnect = reconnect
+        self.backoff_min = int(backoff_min * 1000)
+        self.backoff_max = int(backoff_max * 1000)
+        self.takeover_kicks = takeover_kicks
+        self._clean = True
+        self._retrying = False  # the reconnect task is running
+        self._closing = False   # disconnect() was called: do not come back
+        self._delay = 0
+        self._attempt = 0
+        self._up_at = -1
+        self._kicks = 0
+        self._eof = False
 
     def set_callback(self, f):
         self.cb = f
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
+        if not 0 <= qos <= 2:
+            raise ValueError("qos must be 0, 1 or 2")
         self._s.will = (to_bytes(topic), to_bytes(msg), qos, bool(retain))
 
     async def connect(self, clean_session=True):
-        s = self._s
-        s.clean_session = clean_session
-        if self.ssl:
-            r, w = await asyncio.open_connection(self.server, self.port, ssl=self.ssl,
-                                                 server_hostname=self.server)
-        else:
-            r, w = await asyncio.open_connection(self.server, self.port)
-        self._r, self._w = r, w
-        self._error = None
-        s.start(ticks_ms())
-        self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._pinger()))
-        await self._flush()
-        await self._until(lambda: s.state != CONNECTING)
-        return 1 if s.session_present else 0
+        """Connect and wait for CONNACK -> 1 if the broker had a session, else 0."""
+        self._clean = clean_session
+        self._closing = False
+        self._fatal = None
+        await self._open()
+        return 1 if self._s.session_present else 0
 
     async def publish(self, topic, msg, retain=False, qos=0):
-        """Publish; for QoS 1/2 returns once the broker has completed the flow."""
+        """Publish; for QoS 1/2 returns the packet id once the broker has completed the flow."""
         if isinstance(msg, str):
             msg = msg.encode("utf-8")
         s = self._s
+        if s.state != CONNECTED and not self._retrying:
+            raise self._fatal or MQTTException("not connected")
         pid = s.publish(to_bytes(topic), bytes(msg), qos, retain)
         await self._flush()
         if qos:
@@ -96,6 +124,7 @@ class AsyncClient:
         await self._until(lambda: not self._s.sub_pending(pid))
 
     async def disconnect(self):
+        self._closing = True
         s = self._s
         if s.state == CONNECTED:
             s.disconnect()
@@ -105,22 +134,68 @@ class AsyncClient:
     def is_connected(self):
         return self._s.state == CONNECTED
 
-    # ---- internals
+    @property
+    def pending(self):
+        s = self._s
+        return s.pending + s.inflight + (s.store.backlog if s.store is not None else 0)
 
-    async def _until(self, cond):
-        # Wait, at most `timeout` seconds, until cond() holds; fail if the link dies.
+    # ---- the connection
+
+    async def _open(self):
+        s = self._s
+        s.clean_session = self._clean
+        if self.ssl:
+            r, w = await asyncio.open_connection(self.server, self.port, ssl=self.ssl,
+                                                 server_hostname=self.server)
+        else:
+            r, w = await asyncio.open_connection(self.server, self.port)
+        self._r, self._w = r, w
+        self._error = None
+        self._eof = False
+        s.start(ticks_ms())
+        self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._pinger()))
+        await self._flush()
+        await self._until(lambda: s.state != CONNECTING, True)
+
+    async def _reconnect(self):
+        # Backoff with jitter, as MQTTClient; ends connected, or with _fatal set.
+        try:
+            while self.reconnect and not self._closing:
+                self._delay, wait = backoff(self._delay, self.backoff_min, self.backoff_max,
+                                            getrandbits(16))
+                self._attempt += 1
+                if self.on_reconnect:
+                    self.on_reconnect(self._attempt, wait)
+                await asyncio.sleep(wait / 1000)
+                try:
+                    await self._open()
+                    if self._s.state == CONNECTED:
+                        return
+                    # lost again before this task ran on: go round once more
+                except ConnectRefused as e:
+                    if e.code != 3:  # only "server unavailable" is worth retrying
+                        self._fatal = e
+                        return
+                except (OSError, MQTTException):
+                    pass
+        finally:
+            self._retrying = False
+            self._progress()
+
+    async def _until(self, cond, strict=False):
+        # Wait, at most `timeout` seconds, until cond() holds. A lost link fails the
+        # wait unless a reconnect is under way (strict: always).
         t0 = ticks_ms()
         while not cond():
-            if self._error is not None:
-                raise self._error
-            if self._s.state == DISCONNECTED:
-                raise MQTTException("not connected")
-            ev = self._ev
-            left = self.timeout * 1000 - (ticks_ms() - t0)
+            if self._fatal is not None:
+                raise self._fatal
+            if (strict or not self._retrying) and (self._error is not None or self._s.state == DISCONNECTED):
+                raise self._error or MQTTException("not connected")
+            left = self.timeout * 1000 - ticks_diff(ticks_ms(), t0)
             if left <= 0:
                 raise MQTTException("timed out after %d s" % self.timeout)
             try:
-                await asyncio.wait_for(ev.wait(), left / 1000)
+                await asyncio.wait_for(self._ev.wait(), left / 1000)
             except asyncio.TimeoutError:
                 pass
 
@@ -130,13 +205,32 @@ class AsyncClient:
         self._ev = asyncio.Event()
         ev.set()
 
+    # ---- session events
+
     def _suback(self, pid, rc):
         self._sub_rc[pid] = rc
         self._progress()
 
+    def _connack(self, present):
+        self._up_at = ticks_ms()
+        self._progress()
+        if self.on_connect:
+            self.on_connect(present)
+
+    def _delivered(self, pid):
+        self._progress()
+        if self.on_delivered:
+            self.on_delivered(pid)
+
+    def _discarded(self, topic, msg, qos):
+        if self.on_discarded:
+            self.on_discarded(topic, msg, qos)
+
     def _message(self, topic, msg, first):
         if self.cb:
             self.cb(topic, msg)
+
+    # ---- tasks
 
     async def _flush(self):
         s = self._s
@@ -144,15 +238,19 @@ class AsyncClient:
         if w is None:
             return
         wrote = False
-        while True:
-            n = s.pack_next(ticks_ms())
-            if not n:
-                break
-            w.write(bytes(s.tx[:n]))
-            s.wrote(ticks_ms())
-            wrote = True
-        if wrote:
-            await w.drain()
+        try:
+            while True:
+                n = s.pack_next(ticks_ms())
+                if not n:
+                    break
+                w.write(bytes(s.tx[:n]))
+                s.wrote(ticks_ms())
+                wrote = True
+            if wrote:
+                await w.drain()
+        except OSError as e:  # the link broke under us: the reader's loss handling applies
+            if w is self._w:
+                await self._shutdown(e)
 
     async def _reader(self):
         s = self._s
@@ -166,6 +264,7 @@ class AsyncClient:
                     data = await self._r.read(len(self._rx))
                     n = len(data)
                 if not n:
+                    self._eof = True
                     raise OSError(104, "connection closed by the broker")
                 i = 0
                 while i < n:
@@ -207,10 +306,25 @@ class AsyncClient:
                 await w.wait_closed()
             except Exception:
                 pass
-        was = self._s.state != DISCONNECTED
+        was = self._s.state == CONNECTED
+        if was:
+            up = ticks_diff(ticks_ms(), self._up_at)
+            if self._eof and up < 60000:
+                self._kicks += 1  # closed by the broker right after CONNACK: a clash of ids?
+            else:
+                self._kicks = 0
+            if up >= 60000:
+                self._delay = 0   # it stayed up: start the backoff over
+                self._attempt = 0
         self._s.lost()
         if reason is not None:
             self._error = reason if isinstance(reason, Exception) else MQTTException(str(reason))
-        self._progress()
         if was and reason is not None and self.on_disconnect:
             self.on_disconnect(reason)
+        if reason is not None and was and self.reconnect and not self._closing and not self._retrying:
+            if self.takeover_kicks and self._kicks >= self.takeover_kicks:
+                self._fatal = SessionTakenOver(self._kicks, self._s.client_id)
+            elif not isinstance(reason, ConnectRefused):
+                self._retrying = True
+                asyncio.create_task(self._reconnect())
+        self._progress()

@@ -32,31 +32,13 @@ from .codec.errors import CodecError
 # `from .session import ...`, never `from . import session`: the package's lazy
 # __getattr__ would answer for the submodule on MicroPython.
 from .session import (Session, MQTTException, ConnectRefused, QueueFull, ProtocolError,  # noqa: F401
-                      StoreFull, CONNECTING, CONNECTED, DISCONNECTED, to_bytes)
+                      StoreFull, SessionTakenOver, CONNECTING, CONNECTED, DISCONNECTED, to_bytes, backoff,
+                      open_store)
 
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT
 _IPPROTO_TCP = 6
 _TCP_NODELAY = 1
-
-
-def open_store(store):
-    """store= of the client: None (messages in RAM), a directory path (FileStore),
-    a block device such as an esp32.Partition (RingStore), or a store object."""
-    if store is None or hasattr(store, "open"):
-        return store
-    if isinstance(store, str):
-        from .filestore import FileStore
-        return FileStore(store)
-    if hasattr(store, "readblocks"):
-        from .ringstore import RingStore
-        return RingStore(store)
-    raise ValueError("store= takes a directory path, a block device or a store object")
-
-
-class SessionTakenOver(MQTTException):
-    """The broker keeps closing the connection right after accepting it: another
-    client is using the same client id. Client ids must be unique per device."""
 
 
 class MQTTClient:
@@ -302,15 +284,8 @@ class MQTTClient:
         # The connection is gone: decide when to try again.
         if self.takeover_kicks and self._kicks >= self.takeover_kicks:
             self.reconnect = False
-            raise SessionTakenOver(
-                "the broker closed the connection right after accepting it %d times in a row: "
-                "another client is using client id %r (ids must be unique per device)"
-                % (self._kicks, self._s.client_id))
-        d = self._delay * 2 if self._delay else self.backoff_min
-        if d > self.backoff_max:
-            d = self.backoff_max
-        self._delay = d
-        d = d // 2 + getrandbits(16) * (d // 2) // 65536  # jitter: 50..100 % of the delay
+            raise SessionTakenOver(self._kicks, self._s.client_id)
+        self._delay, d = backoff(self._delay, self.backoff_min, self.backoff_max, getrandbits(16))
         self._attempt += 1
         self._retry_at = ticks_add(ticks_ms(), d)
         if self.on_reconnect:

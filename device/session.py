@@ -84,6 +84,16 @@ class StoreFull(MQTTException):
     """The message store has no room; what it holds is kept. Connect, or publish less."""
 
 
+class SessionTakenOver(MQTTException):
+    """The broker keeps closing the connection right after accepting it: another
+    client is using the same client id. Client ids must be unique per device."""
+
+    def __init__(self, kicks, client_id):
+        MQTTException.__init__(
+            self, "the broker closed the connection right after accepting it %d times in a row: "
+            "another client is using client id %r (ids must be unique per device)" % (kicks, client_id))
+
+
 class ProtocolError(MQTTException):
     """The broker broke MQTT 3.1.1; the connection is closed."""
 
@@ -755,6 +765,30 @@ class Session:
                 self._last_pid = p
                 return p
         raise QueueFull("no free packet identifier")
+
+
+def open_store(store):
+    """store= of the client: None (messages in RAM), a directory path (FileStore),
+    a block device such as an esp32.Partition (RingStore), or a store object."""
+    if store is None or hasattr(store, "open"):
+        return store
+    if isinstance(store, str):
+        from .filestore import FileStore
+        return FileStore(store)
+    if hasattr(store, "readblocks"):
+        from .ringstore import RingStore
+        return RingStore(store)
+    raise ValueError("store= takes a directory path, a block device or a store object")
+
+
+def backoff(prev, lo, hi, rnd16):
+    """Reconnect delay after `prev` ms (0: first try) -> (delay, wait): the delay
+    doubles from lo to hi ms; the wait is 50..100 % of it (rnd16: 16 random bits),
+    so a fleet that lost its broker does not come back in step."""
+    d = prev * 2 if prev else lo
+    if d > hi:
+        d = hi
+    return d, d // 2 + rnd16 * (d // 2) // 65536
 
 
 def to_bytes(x):

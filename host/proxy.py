@@ -81,6 +81,14 @@ class _Fault:
         self.conn = None
 
 
+def _cut_fault(direction=UP, at=None, after=None, nth=1, graceful=False):
+    _check_dir(direction)
+    if (at is None) == (after is None) or (at is not None and at < 0):
+        raise ValueError("cut at a byte offset >= 0, or after a packet type: one of them")
+    return _Fault("cut", direction, at=at, ptype=_packet_type(after) if after else None,
+                  nth=nth, graceful=graceful)
+
+
 class _Stream:
     """One direction of one connection: bytes forwarded and the packet framer."""
 
@@ -265,6 +273,8 @@ class Proxy:
         self._srv = None
         self._conns = []
         self._pending = []            # faults waiting for the next connection
+        self._cycle = []              # cut_each_connection()'s cuts
+        self._cycle_i = 0
         self._refuse_until = 0.0
         self._refuse_count = 0
         self._blackhole_new = False
@@ -317,15 +327,22 @@ class Proxy:
         """Cut the connection: `at` bytes further in `direction`, or after the `nth`
         packet of type `after` (e.g. "PUBREC") in that direction; with neither, now.
         on_next=True: on the next connection made, not the live one."""
-        _check_dir(direction)
         if at is None and after is None:
+            _check_dir(direction)
             return self.cut_now(graceful)
-        if at is not None and (at < 0 or after is not None):
-            raise ValueError("cut at a byte offset >= 0, or after a packet type, not both")
-        f = _Fault("cut", direction, at=at, ptype=_packet_type(after) if after else None,
-                   nth=nth, graceful=graceful)
+        f = _cut_fault(direction, at, after, nth, graceful)
         self._arm(f, on_next)
         return f
+
+    def cut_each_connection(self, *cuts):
+        """Arm one cut on every new connection, taking the next of `cuts` (dicts of
+        cut()'s arguments) each time, round and round: a link that keeps breaking.
+        With no arguments, stop."""
+        faults = [_cut_fault(**c) for c in cuts]  # checked now, not at the next connection
+        with self._lock:
+            self._cycle = list(cuts)
+            self._cycle_i = 0
+        return len(faults)
 
     def corrupt(self, direction, at, xor=0xFF):
         """Flip bits (xor) of the byte `at` bytes further in `direction`."""
@@ -371,6 +388,7 @@ class Proxy:
         """Drop every armed fault and setting; live connections pass again."""
         with self._lock:
             self._pending = []
+            self._cycle = []
             for c in self._conns:
                 c.faults = []
                 c.blackholed = False
@@ -465,6 +483,9 @@ class Proxy:
                 c.blackholed = self._blackhole_new
                 self._conns = [x for x in self._conns if not x.closed] + [c]
                 pending, self._pending = self._pending, []
+                if self._cycle:
+                    pending.append(_cut_fault(**self._cycle[self._cycle_i % len(self._cycle)]))
+                    self._cycle_i += 1
                 self._changed.notify_all()
             for f in pending:
                 c.arm(f)

@@ -3,7 +3,7 @@
 # the MicroPython unix port (tests/portable/run.py). Names carry the MQTT 3.1.1
 # statement id a case proves, where there is one.
 from fleetwire.session import (Session, ProtocolError, ConnectRefused, QueueFull, MQTTException,
-                               CONNECTED, DISCONNECTED)
+                               CONNECTED, DISCONNECTED, backoff)
 from fleetwire.codec import packets as P
 
 
@@ -575,3 +575,23 @@ def test_keepalive_zero_never_pings():
     s = session(now=0, keepalive=0)
     s.tick(10 ** 6)
     eq(out(s, 10 ** 6), [])
+
+
+# ---- reconnect backoff (Paho: 1 s doubling to 128 s; fleetwire adds jitter)
+
+
+def test_backoff_doubles_from_the_minimum_to_the_cap():
+    d, seen = 0, []
+    for _ in range(10):
+        d, wait = backoff(d, 1000, 128000, 65535)
+        seen.append(d)
+    eq(seen, [1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000, 128000, 128000])
+
+
+def test_backoff_waits_between_half_and_all_of_the_delay():
+    # so a fleet that lost its broker at one moment does not come back at one moment
+    eq(backoff(4000, 1000, 128000, 0), (8000, 4000))
+    eq(backoff(4000, 1000, 128000, 32768), (8000, 6000))
+    d, w = backoff(4000, 1000, 128000, 65535)
+    if not 7999 <= w <= 8000:
+        raise AssertionError(w)
