@@ -89,8 +89,8 @@ class SessionTakenOver(MQTTException):
     client is using the same client id. Client ids must be unique per device."""
 
     def __init__(self, kicks, client_id):
-        MQTTException.__init__(
-            self, "the broker closed the connection right after accepting it %d times in a row: "
+        super().__init__(
+            "the broker closed the connection right after accepting it %d times in a row: "
             "another client is using client id %r (ids must be unique per device)" % (kicks, client_id))
 
 

@@ -170,7 +170,9 @@ class Connection:
                         if f.kind == "cut" and f.dir == d and f.at == st.sent:
                             self._fire(d, st.sent, f)
                             return
-            # The source closed its side: pass the close on.
+            # The source closed its side: pass the close on (not through a blackhole).
+            if self.blackholed:
+                return
             with self._lock:
                 self.done.add(d)
                 both = len(self.done) == 2

@@ -162,7 +162,11 @@ def test_a_cut_during_the_reconnect_itself_loses_nothing(device, make_proxy, mak
         assert r["pending"] == 0 and r["connected"], "not settled after %s: %s" % (msg, r)
         assert p.wait_quiet(0.02)
 
-    exchange()  # measure the reconnect: the newest connection carried all of it
+    for _ in range(5):  # measure a reconnect that took one connection (a busy broker may need two)
+        n = p.accepted
+        exchange()
+        if p.accepted == n + 1:
+            break
     up, down = p.bytes("up"), p.bytes("down")
     points = [("up", {"at": n}) for n in range(up)] + [("down", {"at": n}) for n in range(down)]
     assert len(points) > 50

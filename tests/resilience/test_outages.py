@@ -31,8 +31,9 @@ def test_a_silent_link_is_noticed_by_keepalive_and_the_will_goes_out(device, mak
     assert r["lost"], "the client did not notice a dead link: %s" % r
     assert any("lost" in e and "keepalive" in e for e in r["events"]), r
     # Keepalive 1 s: a PINGREQ goes out within 1 s of silence and is given up on
-    # 1 s + 100 ms later, so the loss is seen in 1.1 .. 2.1 s (plus scheduling).
-    assert 1000 <= r["ms"] <= 2600, r
+    # 1 s + 100 ms later, so the loss is seen in 1.1 .. 2.1 s, plus scheduling on a
+    # busy machine. (The exact rule is specified with a fake clock in session_cases.)
+    assert 1000 <= r["ms"] <= 4000, r
     r = d.call("settle", ms=5000)
     assert r["connected"], "no reconnect after the dead link"
     assert p.accepted == 2
