@@ -19,4 +19,11 @@ def __getattr__(name):
         g["QueueFull"] = QueueFull
         g["ProtocolError"] = ProtocolError
         return g[name]
+    if not name.startswith("_"):
+        # `from fleetwire import board`: on MicroPython this lookup comes here
+        # instead of importing the submodule, so import it.
+        try:
+            return __import__(__name__ + "." + name, None, None, ["_"])
+        except ImportError:
+            pass
     raise AttributeError(name)

@@ -8,6 +8,7 @@ from fleetwire import MQTTClient, QueueFull
 
 MP = sys.implementation.name == "micropython"
 c = None
+v = None
 inbox = []
 events = []   # the last few events, as text (bounded: a long sweep must not fill the heap)
 counts = {"lost": 0, "connected": 0, "retry": 0, "discarded": 0}
@@ -131,6 +132,37 @@ def run(cmd):
         except QueueFull as e:
             return {"accepted": n, "full": str(e)}
         return {"accepted": n, "full": None}
+    if op == "vitals":
+        # The vitals agent on this client: boot it, publish n records, loop them out.
+        global v
+        from fleetwire.vitals import Vitals
+        from fleetwire import board
+        board.emulate["reset_cause"] = cmd.get("cause", "power_on")
+        board._reset[0] = lambda: None  # the test restarts the process itself
+        v = Vitals(c, cmd["device_id"], cmd.get("fw", "1.0.0"), cmd.get("period", 60),
+                   state=cmd["state"])
+        return {"boot_id": v.boot()}
+    if op == "vitals_pub":
+        for _ in range(cmd.get("n", 1)):
+            v.publish()
+            c.loop(0)
+        return {"pending": c.pending}
+    if op == "vitals_alloc":
+        # bytes allocated by formatting one record, in steady state
+        # allocations of n records less those of the same code with none
+        res = []
+        for n in (0, cmd.get("n", 100)):
+            for _ in range(20):  # warm up: first calls may settle one-time allocations
+                v.format()
+            gc.collect()
+            a = gc.mem_alloc() if MP else 0
+            for _ in range(n):
+                v.format()
+            res.append((gc.mem_alloc() if MP else 0) - a)
+        return {"alloc": res[1] - res[0], "record": bytes(v.make()).decode()}
+    if op == "vitals_reset":
+        v.deliberate_reset()
+        return {}
     if op == "events":
         got = events[:]
         del events[:]
