@@ -12,6 +12,7 @@ COMMANDS = {
     "gen-telemetry": "gen_telemetry",
     "report": "report",
     "proxy": "proxy",
+    "collect": "collect",
 }
 
 

@@ -1,0 +1,166 @@
+"""The collector (`fleetwire collect`, fleetwire.host.collector): every record the
+fleet publishes lands in the report's layout, whole files only, malformed ones in
+quarantine with a reason, and nothing is lost when the collector is killed -9."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import paho.mqtt.client as mqtt
+import pytest
+
+from fleetwire.host.collector import Collector, check_record
+
+
+def record(device="d1", seq=1, **kw):
+    r = {"device_id": device, "fw_version": "1.0.0", "boot_id": 1, "ts": 1767571200000,
+         "seq": seq, "uptime_s": seq, "heap_free": 50000, "heap_min": 40000, "rssi": -60, "vbat_mv": None,
+         "reconnects": 0, "publish_fail": 0, "queue_drops": 0, "queue_depth": 0, "store_used": 0,
+         "publish_latency_ms": 12, "reset_cause": None, "period_s": 60}
+    r.update(kw)
+    return r
+
+
+class Publisher:
+    def __init__(self, broker):
+        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="pub-%d" % os.getpid())
+        self.c.max_inflight_messages_set(100)
+        self.c.connect(broker.host, broker.port)
+        self.c.loop_start()
+
+    def send(self, payload, device="d1"):
+        return self.c.publish("fleet/%s/telemetry" % device, payload, qos=1)
+
+    def close(self):
+        self.c.disconnect()
+        self.c.loop_stop()
+
+
+def landed(landing):
+    out = []
+    for path in glob.glob(os.path.join(landing, "date=*", "hour=*", "*.ndjson")):
+        with open(path) as f:
+            out += [json.loads(line) for line in f]
+    return out
+
+
+def until(cond, timeout=15):
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "condition not met within %s s" % timeout
+        time.sleep(0.05)
+
+
+def test_records_land_in_hourly_files_with_the_receive_time(fresh_mosquitto, tmp_path):
+    b = fresh_mosquitto()
+    land = str(tmp_path / "landing")
+    with Collector(b.host, b.port, land, "c-a") as c:
+        p = Publisher(b)
+        for i in range(1, 51):
+            p.send(json.dumps(record(seq=i)))
+        until(lambda: c.landed == 50)
+        assert glob.glob(os.path.join(land, "date=*", "hour=*", "*.ndjson")) == []  # still being written
+        p.close()
+    files = glob.glob(os.path.join(land, "date=*", "hour=*", "*.ndjson"))
+    assert len(files) == 1 and os.path.basename(files[0]).startswith("c-a-")
+    assert not glob.glob(os.path.join(land, "**", ".*"), recursive=True)  # no part file left
+    recs = landed(land)
+    assert sorted(r["seq"] for r in recs) == list(range(1, 51))
+    now = time.time() * 1000
+    assert all(now - 60000 < r["rx_ts"] <= now for r in recs)
+    d, h = files[0].split(os.sep)[-3:-1]
+    assert time.strftime("date=%Y-%m-%d", time.gmtime(recs[0]["rx_ts"] / 1000)) == d
+    assert time.strftime("hour=%H", time.gmtime(recs[0]["rx_ts"] / 1000)) == h
+
+
+@pytest.mark.parametrize("payload,reason", [
+    (b"{not json", "not JSON"),
+    (b"[1, 2]", "not a JSON object"),
+    (json.dumps({"device_id": "d1", "seq": 3}).encode(), "missing ts, boot_id, fw_version, period_s"),
+    (json.dumps(record(seq="seven")).encode(), "seq is str, not long"),
+    (json.dumps(record(device="other")).encode(), "does not match the topic"),
+    (b"\xff\xfe", "not JSON"),
+])
+def test_each_kind_of_bad_record_has_its_reason(payload, reason):
+    rec, why = check_record("fleet/d1/telemetry", payload)
+    assert rec is None and reason in why
+
+
+def test_bad_records_go_to_quarantine_and_the_good_ones_still_land(fresh_mosquitto, tmp_path):
+    b = fresh_mosquitto()
+    land = str(tmp_path / "landing")
+    with Collector(b.host, b.port, land, "c-q") as c:
+        p = Publisher(b)
+        p.send(json.dumps(record(seq=1)))
+        p.send(b"{broken")
+        p.send(b"\x00\xff binary")
+        p.send(json.dumps(record(seq=2)))
+        until(lambda: c.received == 4)
+        p.close()
+    assert sorted(r["seq"] for r in landed(land)) == [1, 2]
+    (qfile,) = glob.glob(os.path.join(land, "_quarantine", "date=*", "c-q.ndjson"))
+    q = [json.loads(line) for line in open(qfile)]
+    assert [x["reason"][:8] for x in q] == ["not JSON", "not JSON"]
+    assert q[0]["payload"] == "{broken" and "payload_b64" in q[1]
+    assert c.quarantined == 2 and c.landed == 2
+
+
+def test_nothing_is_lost_when_the_collector_is_killed_mid_stream(fresh_mosquitto, tmp_path):
+    b = fresh_mosquitto(max_queued=100000)
+    land = str(tmp_path / "landing")
+    cmd = [sys.executable, "-m", "fleetwire.tools.cli", "collect", "--broker", "127.0.0.1:%d" % b.port,
+           "--landing", land, "--id", "c-kill"]
+
+    def start():
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert "fleetwire collect:" in proc.stdout.readline(), proc.stderr.read()
+        return proc
+    proc = start()
+    p = Publisher(b)
+    n = 3000
+    try:
+        for i in range(1, n + 1):
+            p.send(json.dumps(record(seq=i)))
+            if i == 1000:
+                time.sleep(0.2)
+                proc.kill()  # -9: no chance to close files or flush anything
+                proc.wait()
+            if i == 2000:
+                assert glob.glob(os.path.join(land, "**", ".*.part"), recursive=True)  # left open
+                proc = start()  # picks up what the broker kept, finishes the old file
+        until(lambda: len({r["seq"] for r in landed(land) + partial(land)}) >= n, 30)
+    finally:
+        p.close()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    assert "landed" in out, err
+    recs = landed(land)
+    missing = set(range(1, n + 1)) - {r["seq"] for r in recs}
+    assert not missing, "lost %d records, e.g. %s" % (len(missing), sorted(missing)[:10])
+    assert len(recs) >= n  # duplicates allowed (QoS 1): the report removes them
+    assert not glob.glob(os.path.join(land, "**", ".*"), recursive=True)
+
+
+def partial(land):
+    out = []
+    for path in glob.glob(os.path.join(land, "date=*", "hour=*", ".*.part")):
+        with open(path) as f:
+            out += [json.loads(line) for line in f if line.endswith("\n")]
+    return out
+
+
+def test_shared_subscription_splits_the_stream_between_collectors(fresh_mosquitto, tmp_path):
+    b = fresh_mosquitto()
+    land = str(tmp_path / "landing")
+    with Collector(b.host, b.port, land, "c-s1", share="grp") as c1, \
+            Collector(b.host, b.port, land, "c-s2", share="grp") as c2:
+        p = Publisher(b)
+        for i in range(1, 201):
+            p.send(json.dumps(record(seq=i)))
+        until(lambda: c1.landed + c2.landed >= 200)
+        p.close()
+    assert c1.landed > 0 and c2.landed > 0  # both did part of the work
+    assert sorted(r["seq"] for r in landed(land)) == list(range(1, 201))
