@@ -79,18 +79,6 @@ def random_cuts(rng, qos, n=997):
     return cuts
 
 
-def recover_times(proxy):
-    """Seconds from each cut to the next CONNACK sent to the client."""
-    out, cut_at = [], None
-    for e in list(proxy.log):
-        if e.what == "cut":
-            cut_at = e.t
-        elif e.what == "CONNACK" and cut_at is not None:
-            out.append(e.t - cut_at)
-            cut_at = None
-    return out
-
-
 def chaos(proxy, want_cuts, blackholes, qos, stop):
     """Cut every connection at a random point; now and then black the link out."""
     rng = random.Random(7)
@@ -106,6 +94,7 @@ def chaos(proxy, want_cuts, blackholes, qos, stop):
             stop.wait(KEEPALIVE * 2 + 0.5)  # only keepalive can tell
             proxy.blackhole(False)
             proxy.cut_each_connection(*cuts)
+            proxy.cut(**rng.choice(cuts))  # the connection made during the blackout
         if proxy.cuts >= want_cuts:
             proxy.cut_each_connection()  # enough: let the client finish
             return
@@ -124,12 +113,21 @@ def run_device(interp, lib, broker, counter, cuts, qos, blackholes, n):
     t = threading.Thread(target=chaos, args=(proxy, cuts, blackholes, qos, stop), daemon=True)
     t.start()
     t0 = time.monotonic()
-    r = subprocess.run(cmd + ["127.0.0.1", str(proxy.port), "chaos-" + interp, topic, str(qos), str(n),
-                              str(KEEPALIVE)], env=env, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.Popen(cmd + ["127.0.0.1", str(proxy.port), "chaos-" + interp, topic, str(qos), str(n),
+                                   str(KEEPALIVE)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    t.join()  # the chaos thread ends once enough cuts were made
+    try:
+        proc.stdin.write("stop\n")
+        proc.stdin.flush()
+    except BrokenPipeError:
+        pass  # it had published all n already
+    out, err = proc.communicate(timeout=600)
     stop.set()
-    if r.returncode:
-        sys.exit("%s device failed: %s" % (interp, r.stderr[-2000:]))
-    res = json.loads(r.stdout.strip().splitlines()[-1])
+    if proc.returncode:
+        sys.exit("%s device failed: %s" % (interp, err[-2000:]))
+    res = json.loads(out.strip().splitlines()[-1])
+    n = res["published"]
     res["wall"] = time.monotonic() - t0
     return finish("fleetwire (%s)" % interp, proxy, counter, topic, n, qos, res["connects"] - 1, res)
 
@@ -174,7 +172,7 @@ def finish(name, proxy, counter, topic, n, qos, reconnects, res):
     want = [b"%06d" % i for i in range(n)]
     lost = sum(1 for m in want if counts[m] == 0)
     dup = sum(counts[m] - 1 for m in want if counts[m] > 1)
-    rec = recover_times(proxy)
+    rec = proxy.recoveries
     proxy.stop()
     return {"client": name, "cuts": proxy.cuts, "messages": n, "delivered": sum(1 for m in want if counts[m]),
             "lost": lost, "dup": dup, "reconnects": reconnects,
@@ -207,8 +205,8 @@ def main():
                 if cl == "paho":
                     rows.append(run_paho(broker, counter, a.paho_cuts, a.qos, a.blackholes, a.paho_cuts * 3))
                 else:
-                    # ~20 messages go through between two cuts: enough to reach the cut count
-                    rows.append(run_device(cl, lib, broker, counter, a.cuts, a.qos, a.blackholes, a.cuts * 25))
+                    # it publishes until the cuts are done (at most 100 messages a cut)
+                    rows.append(run_device(cl, lib, broker, counter, a.cuts, a.qos, a.blackholes, a.cuts * 100))
         finally:
             counter.close()
     print("\nChaos bench: QoS %d, every connection cut at a random point, %d blackouts per client, "

@@ -1,10 +1,11 @@
-# The chaos bench's device side (MicroPython unix port or CPython): publish N
+# The chaos bench's device side (MicroPython unix port or CPython): publish up to N
 # numbered QoS 2 (or 1) messages without blocking through a link that keeps
-# breaking, reconnecting by itself, until every one is acknowledged. Prints one
-# JSON line: published, reconnects, seconds.
+# breaking, reconnecting by itself, until a line on stdin says stop; then wait until
+# every one is acknowledged. Prints one JSON line: published, reconnects, seconds.
 # argv: host port client_id topic qos n keepalive
 import sys
 import json
+import select
 from fleetwire import MQTTClient, MQTTException, QueueFull
 
 try:
@@ -43,8 +44,12 @@ while True:
     except (OSError, MQTTException):  # the very first connection may be cut too
         pass
 topic_b = topic.encode()
+stdin = select.poll()
+stdin.register(sys.stdin, select.POLLIN)
 i = 0
 while i < n or c.pending:
+    if i < n and i % 64 == 0 and stdin.poll(0):
+        n = i  # told to stop: finish what is out
     if i < n:
         try:
             c.publish(topic_b, b"%06d" % i, False, qos, block=False)
@@ -55,5 +60,5 @@ while i < n or c.pending:
     c.loop(5)
 ms = ticks_diff(ticks_ms(), t0)
 c.disconnect()
-print(json.dumps({"published": n, "lost_links": stats["lost"], "connects": stats["connected"],
+print(json.dumps({"published": i, "lost_links": stats["lost"], "connects": stats["connected"],
                   "seconds": ms / 1000}))

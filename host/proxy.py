@@ -269,6 +269,8 @@ class Proxy:
         self.log = collections.deque(maxlen=log_limit)
         self.echo = echo              # echo(entry) is called for every log line (the CLI prints)
         self.cuts = 0
+        self.recoveries = []          # seconds from each cut to the next CONNACK to the client
+        self._cut_t = None
         self.accepted = 0
         self.refused = 0
         self._listen = listen
@@ -448,6 +450,11 @@ class Proxy:
 
     def _log(self, conn, d, what, size, note):
         e = Entry(time.monotonic() - self._t0, conn, d, what, size, note)
+        if what == "cut":
+            self._cut_t = e.t
+        elif what == "CONNACK" and self._cut_t is not None:
+            self.recoveries.append(e.t - self._cut_t)  # a cut to the next CONNACK
+            self._cut_t = None
         self.log.append(e)
         if self.echo:
             self.echo(e)
