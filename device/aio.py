@@ -73,6 +73,7 @@ class AsyncClient:
         self.takeover_kicks = takeover_kicks
         self._clean = True
         self._retrying = False  # the reconnect task is running
+        self._retry_task = None
         self._closing = False   # disconnect() was called: do not come back
         self._delay = 0
         self._attempt = 0
@@ -96,8 +97,10 @@ class AsyncClient:
         await self._open()
         return 1 if self._s.session_present else 0
 
-    async def publish(self, topic, msg, retain=False, qos=0):
-        """Publish; for QoS 1/2 returns the packet id once the broker has completed the flow."""
+    async def publish(self, topic, msg, retain=False, qos=0, wait=True):
+        """Publish -> the packet id. QoS 1/2 returns once the broker has completed the
+        flow; with wait=False at once (on_delivered(pid) tells, and while a reconnect
+        is under way the message waits in the queue or the store)."""
         if isinstance(msg, str):
             msg = msg.encode("utf-8")
         s = self._s
@@ -105,7 +108,7 @@ class AsyncClient:
             raise self._fatal or MQTTException("not connected")
         pid = s.publish(to_bytes(topic), bytes(msg), qos, retain)
         await self._flush()
-        if qos:
+        if qos and wait:
             await self._until(lambda: not s.holds(pid))
         return pid
 
@@ -125,6 +128,9 @@ class AsyncClient:
 
     async def disconnect(self):
         self._closing = True
+        t, self._retry_task = self._retry_task, None
+        if t is not None and t is not asyncio.current_task():
+            t.cancel()  # a reconnect under way must not bring the link back
         s = self._s
         if s.state == CONNECTED:
             s.disconnect()
@@ -133,6 +139,10 @@ class AsyncClient:
 
     def is_connected(self):
         return self._s.state == CONNECTED
+
+    @property
+    def dropped(self):
+        return self._s.dropped
 
     @property
     def pending(self):
@@ -167,6 +177,8 @@ class AsyncClient:
                 if self.on_reconnect:
                     self.on_reconnect(self._attempt, wait)
                 await asyncio.sleep(wait / 1000)
+                if self._closing or not self.reconnect:
+                    return
                 try:
                     await self._open()
                     if self._s.state == CONNECTED:
@@ -326,5 +338,5 @@ class AsyncClient:
                 self._fatal = SessionTakenOver(self._kicks, self._s.client_id)
             elif not isinstance(reason, ConnectRefused):
                 self._retrying = True
-                asyncio.create_task(self._reconnect())
+                self._retry_task = asyncio.create_task(self._reconnect())
         self._progress()

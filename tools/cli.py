@@ -13,6 +13,7 @@ COMMANDS = {
     "report": "report",
     "proxy": "proxy",
     "collect": "collect",
+    "sim": "sim",
 }
 
 

@@ -1,14 +1,157 @@
-"""The main job. Until the fleet demo lands (simulated devices, collector, Spark
-report), it builds the board tree and runs the codec self-check on MicroPython."""
-HELP = "run the fleet demo (for now: build the board tree and self-check the codec)"
+"""The fleet demo, start to finish on this machine: a mosquitto on loopback, the
+collector landing telemetry, a simulated fleet (fleetwire's own client and vitals
+agent on every device; a firmware rollout, crashes, Wi-Fi drops, leaking heaps,
+draining batteries, devices going silent) time-compressed to a few hours, then the
+Spark report. Prints the report's path and a fleet summary. Everything it starts is
+stopped at the end, Ctrl-C included.
+
+  fleetwire demo                                   # 200 devices, ~2 minutes, 4 simulated hours
+  fleetwire demo --devices 50 --duration 30 --out /tmp/fleet
+"""
+import asyncio
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HELP = "the fleet demo: broker, simulated fleet, collector and the Spark report, in one go"
 
 
 def add_arguments(p):
-    p.add_argument("--out", default="build/board", help="board tree directory (default: build/board)")
+    p.add_argument("--devices", type=int, default=200, help="simulated devices (default %(default)s)")
+    p.add_argument("--duration", type=float, default=120, help="real seconds of simulation (default %(default)s)")
+    p.add_argument("--hours", type=float, default=4, help="simulated hours in that time (default %(default)s)")
+    p.add_argument("--period", type=int, default=60, help="reporting period, simulated s (default %(default)s)")
+    p.add_argument("--out", default="demo-out", help="where the landing zone and report go (default %(default)s)")
+    p.add_argument("--seed", type=int, default=1)
+
+
+def say(msg):
+    print("[demo] %s" % msg, flush=True)
+
+
+def ensure_mosquitto():
+    from fleetwire.host.mosquitto import MosquittoMissing, find_mosquitto
+    try:
+        return find_mosquitto()
+    except MosquittoMissing:
+        pass
+    apt = ["apt-get", "install", "-y", "-q", "mosquitto"]
+    if os.geteuid() != 0:
+        if not shutil.which("sudo"):
+            return None
+        apt = ["sudo"] + apt
+    if not shutil.which("apt-get"):
+        return None
+    say("mosquitto is not installed; installing it: %s" % " ".join(apt))
+    subprocess.run(apt, check=False)
+    try:
+        return find_mosquitto()
+    except MosquittoMissing:
+        return None
 
 
 def run(args):
-    from fleetwire.tools import selfcheck
-    print("fleetwire demo: the fleet demo (broker, simulated devices, collector, Spark report) "
-          "arrives with the fleet issues; today it builds the board tree and checks the codec.")
-    return selfcheck.run(args)
+    from fleetwire.host.collector import Collector
+    from fleetwire.host.mosquitto import Mosquitto
+    from fleetwire.host.sim import Simulator, progress_line, _raise_fd_limit
+    if args.devices < 1 or args.duration <= 0 or args.hours <= 0 or args.period < 1:
+        print("fleetwire demo: --devices, --duration, --hours and --period must be positive", file=sys.stderr)
+        return 2
+    if not ensure_mosquitto():
+        print("fleetwire demo: mosquitto is needed and could not be installed here; install it with\n"
+              "    sudo apt-get install -y mosquitto\n(or bash tools/run.sh demo, which does)", file=sys.stderr)
+        return 2
+    out = os.path.abspath(args.out)
+    landing = os.path.join(out, "landing")
+    report_dir = os.path.join(out, "report")
+    for d in (landing, report_dir):
+        shutil.rmtree(d, ignore_errors=True)
+    _raise_fd_limit(args.devices * 3 + 256)  # mosquitto inherits it: a socket per device
+    speed = args.hours * 3600 / args.duration
+    broker = collector = None
+    t0 = time.monotonic()
+    try:
+        broker = Mosquitto(max_queued=1000000).start()
+        say("mosquitto on %s:%d" % broker.address)
+        collector = Collector(broker.host, broker.port, landing, "demo-collector").start()
+        say("collector landing fleet/+/telemetry in %s" % landing)
+        say("simulating %d devices for %g s: %g simulated hours, a record every %d simulated s"
+            % (args.devices, args.duration, args.hours, args.period))
+        sim = Simulator(broker.host, broker.port, devices=args.devices, period_s=args.period, speed=speed,
+                        duration=args.duration, seed=args.seed,
+                        progress=lambda s: print(progress_line(s), end="", flush=True))
+        res = asyncio.run(sim.run())
+        print(flush=True)
+        time.sleep(1.0)  # the last acknowledged records reach the collector
+        collector.stop()
+        say("fleet: %d records sent, %d acknowledged, %d boots (%d crashes), %d Wi-Fi drops, %d errors"
+            % (res["sent"], res["acked"], res["boots"], res["crashes"], res["wifi_drops"], res["errors"]))
+        say("collector: %d received, %d landed, %d quarantined, %d files"
+            % (collector.received, collector.landed, collector.quarantined, collector.files))
+        collector = None
+        broker.stop()
+        broker = None
+        say("running the Spark report (local[2]) ...")
+        from fleetwire.tools import report
+        rc = report.main(["--input", landing, "--out", report_dir])
+        if rc:
+            return rc
+        summary(report_dir)
+        say("report: %s" % os.path.join(report_dir, "report.html"))
+        say("done in %.0f s" % (time.monotonic() - t0))
+        return 0
+    except KeyboardInterrupt:
+        print()
+        say("interrupted: stopping everything")
+        return 130
+    finally:
+        if collector is not None:
+            collector.stop()
+        if broker is not None:
+            broker.close()
+
+
+def _rows(path):
+    try:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def _f(v, fmt="%.1f"):
+    try:
+        return fmt % float(v)
+    except (TypeError, ValueError):
+        return "-"
+
+
+def summary(report_dir):
+    csv_dir = os.path.join(report_dir, "csv")
+    cohorts = _rows(os.path.join(csv_dir, "firmware_cohort.csv"))
+    health = _rows(os.path.join(csv_dir, "device_health.csv"))
+    print()
+    print("  %-10s %8s %14s %10s %14s %10s %10s" % ("firmware", "devices", "crash-free h %", "RSSI p50",
+                                                     "latency p50 ms", "coverage", "loss"))
+    for r in cohorts:
+        print("  %-10s %8s %14s %10s %14s %10s %10s" % (
+            r.get("fw_version"), r.get("devices"), _f(r.get("crash_free_hours_pct")), _f(r.get("rssi_p50"), "%.0f"),
+            _f(r.get("latency_p50"), "%.0f"), _f(r.get("mean_coverage"), "%.3f"), _f(r.get("mean_loss_rate"), "%.4f")))
+    if health:
+        silent = sum(1 for r in health if str(r.get("silent")).lower() in ("true", "1"))
+        crashed = sum(1 for r in health if _num(r.get("unexpected_resets")) > 0)
+        leaking = sum(1 for r in health if _num(r.get("heap_leak_bytes_per_hour")) > 200)
+        print()
+        print("  devices: %d, silent: %d, with unexpected resets: %d, leaking heap (>200 B/h): %d"
+              % (len(health), silent, crashed, leaking))
+    print()
+
+
+def _num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return 0.0

@@ -1,0 +1,295 @@
+"""The fleet simulator: N devices, each fleetwire's own asyncio client and vitals
+agent, in one CPython process against a real broker. What the devices live through
+is drawn from a seeded random generator:
+
+- a firmware rollout: part of the fleet moves from one release to the next during
+  the run (a deliberate reset each), and the newer release crashes more often;
+- crashes (panic, watchdog, brownout) and reboots: boot_id goes up, uptime and heap
+  start over, and records not yet acknowledged survive in the device's "flash" (a
+  ring store over RAM that outlives the reboot);
+- Wi-Fi drops: the link goes away for a while; records wait in the store and go
+  out in order afterwards;
+- leaking heaps, draining batteries (some devices are on mains: no vbat), RSSI
+  wandering around each device's own level, and a few devices that go silent.
+
+Time can be compressed: with speed=120 a device with a 60 s period publishes every
+0.5 s of real time and the records' `ts` advance by 60 s each, so two minutes of
+real time make four simulated hours.
+"""
+import asyncio
+import random
+import resource
+import time
+
+from fleetwire.aio import AsyncClient
+from fleetwire.ramstore import _RamBlocks
+from fleetwire.ringstore import RingStore
+from fleetwire.vitals import RamState, Vitals
+
+RELEASES = ("1.4.2", "1.5.0")     # the fleet starts on the first; the rollout brings the second
+CRASH_PER_HOUR = {"1.4.2": 0.02, "1.5.0": 0.25}
+CAUSES = ("panic", "panic", "watchdog", "brownout")
+
+
+class Clock:
+    """Simulated epoch ms: starts at `start_ms` and runs `speed` times faster than real time."""
+
+    def __init__(self, speed=1.0, start_ms=None):
+        self.speed = speed
+        self.t0 = time.monotonic()
+        self.start_ms = start_ms if start_ms is not None else int(time.time() * 1000)
+
+    def now_ms(self):
+        return self.start_ms + int((time.monotonic() - self.t0) * 1000 * self.speed)
+
+    def hours(self):
+        return (time.monotonic() - self.t0) * self.speed / 3600
+
+
+class SimBoard:
+    """fleetwire.board for one simulated device (the vitals agent asks this)."""
+
+    def __init__(self, dev):
+        self.dev = dev
+        self._min = None
+
+    def heap_free(self):
+        d = self.dev
+        h = (d.clock.now_ms() - d.boot_ms) / 3600000
+        free = int(d.heap0 - d.leak_per_hour * h + d.rng.randrange(-400, 400))
+        free = max(free, 2000)
+        self._min = free if self._min is None else min(self._min, free)
+        return free
+
+    def heap_min(self):
+        return self._min if self._min is not None else self.heap_free()
+
+    def rssi(self):
+        d = self.dev
+        return None if d.offline else int(d.rssi0 + d.rng.gauss(0, 3))
+
+    def vbat_mv(self):
+        d = self.dev
+        if d.vbat0 is None:
+            return None
+        return max(3000, int(d.vbat0 - d.drain_per_hour * d.clock.hours()))
+
+    def uptime_ms(self):
+        return self.dev.clock.now_ms() - self.dev.boot_ms
+
+    def epoch_ms(self):
+        return self.dev.clock.now_ms()
+
+    def reset_cause(self):
+        return self.dev.cause
+
+    def reset(self):
+        pass  # the simulator restarts the device itself
+
+
+class SimDevice:
+    def __init__(self, sim, n, rng):
+        self.sim = sim
+        self.clock = sim.clock
+        self.rng = rng
+        self.id = "sim-%04d" % n
+        self.fw = RELEASES[0]
+        self.rank = rng.random()              # place in the rollout order
+        self.flash = _RamBlocks(8, 2048)      # the "mqtt" partition: survives reboots
+        self.state = RamState()               # the vitals state file
+        self.rssi0 = rng.uniform(-85, -45)
+        self.vbat0 = None if rng.random() < 0.3 else rng.uniform(3900, 4150)
+        self.drain_per_hour = rng.uniform(2, 40)
+        self.leak_per_hour = rng.choice([0, 0, 0, 0, rng.uniform(300, 3000)])
+        self.heap0 = rng.randrange(90000, 120000)
+        self.silent_at = rng.uniform(0.2, 0.9) if rng.random() < sim.silent_share else None
+        self.cause = "power_on"
+        self.boot_ms = self.clock.now_ms()
+        self.offline = False
+        self.client = None
+        self.vitals = None
+
+    async def run(self):
+        await asyncio.sleep(self.rng.random() * min(2.0, self.sim.period_real))  # no stampede
+        while not self.sim.done.is_set():
+            try:
+                reason = await self._boot_and_live()
+            except Exception as e:  # a device's trouble is counted, never the fleet's end
+                self.sim.errors += 1
+                self.sim.last_error = "%s: %s: %s" % (self.id, type(e).__name__, e)
+                reason = "error"
+                await asyncio.sleep(self.sim.period_real)
+            await self._power_off()
+            if reason in ("stop", "silent"):
+                return
+
+    async def _boot_and_live(self):
+        sim = self.sim
+        self.boot_ms = self.clock.now_ms()
+        self.board = SimBoard(self)
+        # backoff in simulated time: 1 s doubling to 128 s, as on a board
+        c = AsyncClient(self.id, sim.host, sim.port, keepalive=30, reconnect=True,
+                        backoff_min=max(0.01, 1 / sim.clock.speed), backoff_max=min(2, max(0.05, 128 / sim.clock.speed)),
+                        timeout=10, queue_size=16, store=RingStore(self.flash))
+        self.client = c
+        v = Vitals(None, self.id, self.fw, sim.period_s, state=self.state, board=self.board)
+        v.c = c
+        c.on_connect = lambda present: v.connected()
+        c.on_delivered = self._delivered
+        self.vitals = v
+        v.boot()
+        await c.connect(clean_session=False)
+        sim.boots += 1
+        while not sim.done.is_set():
+            if sim.stopping:  # the run is over: no new records, let the last ones go out
+                await asyncio.sleep(0.1)
+                continue
+            if self.silent_at is not None and self.clock.hours() >= self.silent_at * sim.hours:
+                return "silent"
+            await self._publish()
+            await asyncio.sleep(sim.period_real * self.rng.uniform(0.97, 1.03))
+            event = self._event()
+            if event:
+                return event
+        return "stop"
+
+    async def _publish(self):
+        sim, v, c = self.sim, self.vitals, self.client
+        rec = bytes(v.make())
+        try:
+            v._pid = await c.publish(v.topic, rec, qos=1, wait=False)
+            v._t_pub = time.monotonic()
+            sim.sent += 1
+        except Exception as e:
+            v.failed()
+            sim.publish_fail += 1
+            sim.last_error = "%s: publish: %s: %s" % (self.id, type(e).__name__, e)
+
+    def _delivered(self, pid):
+        v = self.vitals
+        self.sim.acked += 1
+        if pid == v._pid:
+            v.latency_ms = int((time.monotonic() - v._t_pub) * 1000)
+
+    def _event(self):
+        """What happens to the device in this period -> a reason to reboot, or None."""
+        sim, rng = self.sim, self.rng
+        per_h = sim.period_s / 3600
+        if self.fw != RELEASES[-1] and sim.rollout_progress() > self.rank:
+            self.fw = RELEASES[-1]
+            self.cause = "deliberate"  # the OTA update restarts the board on purpose
+            self.state.d["deliberate"] = True
+            return "ota"
+        if rng.random() < CRASH_PER_HOUR[self.fw] * per_h:
+            self.cause = rng.choice(CAUSES)
+            sim.crashes += 1
+            return "crash"
+        if not self.offline and rng.random() < sim.wifi_drops_per_hour * per_h:
+            asyncio.ensure_future(self._wifi_drop(rng.uniform(2, 20) * 60 / sim.clock.speed))
+        self.cause = "power_on"
+        return None
+
+    async def _wifi_drop(self, seconds):
+        """The access point goes away for `seconds` (real): connecting fails meanwhile."""
+        c = self.client
+        self.offline = True
+        self.sim.drops += 1
+        port = c.port
+        c.port = self.sim.dead_port
+        if c._w is not None:
+            # what the network stack reports when the access point vanishes (not a
+            # close by the broker: that would look like a clash of client ids)
+            await c._shutdown(OSError(113, "EHOSTUNREACH: Wi-Fi down"))
+        await asyncio.sleep(seconds)
+        c.port = port
+        self.offline = False
+
+    async def _power_off(self):
+        c = self.client
+        if c is not None:
+            c.reconnect = False
+            c._closing = True
+            if c._retry_task is not None:
+                c._retry_task.cancel()
+            await c._shutdown(None)  # no DISCONNECT: the power just goes
+        self.client = None
+
+
+class Simulator:
+    """Simulator(host, port, devices=200, period_s=60, speed=120, hours=4, seed=1)."""
+
+    def __init__(self, host, port, devices=200, period_s=60, speed=1.0, hours=None, duration=None,
+                 seed=1, rollout=(0.3, 0.7), wifi_drops_per_hour=0.3, silent_share=0.03, progress=None):
+        self.host, self.port = host, port
+        self.n = devices
+        self.period_s = period_s
+        self.clock = Clock(speed)
+        self.period_real = period_s / speed
+        if duration is None:
+            duration = (hours or 1) * 3600 / speed
+        self.duration = duration
+        self.hours = duration * speed / 3600
+        self.rollout = rollout            # (start, end) as fractions of the run
+        self.wifi_drops_per_hour = wifi_drops_per_hour
+        self.silent_share = silent_share
+        self.progress = progress          # progress(sim) is called every second
+        self.rng = random.Random(seed)
+        self.sent = self.acked = self.errors = self.publish_fail = 0
+        self.boots = self.crashes = self.drops = 0
+        self.last_error = None
+        self.done = None
+        self.stopping = False
+        self.devices = []
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.dead_port = s.getsockname()[1]  # bound, never listening: "Wi-Fi down"
+        self._dead = s
+
+    def rollout_progress(self):
+        a, b = self.rollout
+        f = self.clock.hours() / self.hours
+        return 0.0 if f < a else 1.0 if f >= b else (f - a) / (b - a)
+
+    def connected(self):
+        return sum(1 for d in self.devices if d.client is not None and d.client.is_connected())
+
+    async def run(self):
+        _raise_fd_limit(self.n * 2 + 64)
+        self.done = asyncio.Event()
+        self.clock = Clock(self.clock.speed)
+        self.devices = [SimDevice(self, i, random.Random(self.rng.random())) for i in range(self.n)]
+        tasks = [asyncio.ensure_future(d.run()) for d in self.devices]
+        end = time.monotonic() + self.duration
+        while time.monotonic() < end:
+            await asyncio.sleep(min(1.0, max(0.0, end - time.monotonic())))
+            if self.progress:
+                self.progress(self)
+        # no new records; let those out be acknowledged; then power everything off
+        self.stopping = True
+        drain_end = time.monotonic() + 15
+        while time.monotonic() < drain_end and self.acked < self.sent:
+            await asyncio.sleep(0.2)
+        self.done.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._dead.close()
+        return self.summary()
+
+    def summary(self):
+        return {"devices": self.n, "sent": self.sent, "acked": self.acked,
+                "unacked": self.sent - self.acked, "errors": self.errors,
+                "publish_fail": self.publish_fail, "boots": self.boots, "crashes": self.crashes,
+                "wifi_drops": self.drops, "simulated_hours": round(self.hours, 2),
+                "last_error": self.last_error}
+
+
+def progress_line(sim):
+    return ("\r  sim %5.2f h | devices up %4d/%d | records sent %7d, acknowledged %7d | "
+            "crashes %d, wifi drops %d, errors %d " % (sim.clock.hours(), sim.connected(), sim.n,
+                                                     sim.sent, sim.acked, sim.crashes, sim.drops, sim.errors))
+
+
+def _raise_fd_limit(want):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(want, soft), hard), hard))
