@@ -100,7 +100,7 @@ class Vitals:
         self.board = board
         self.device_id = device_id
         self.topic = topic or ("fleet/%s/telemetry" % device_id).encode()
-        self.period_s = period_s
+        self.period_s = int(period_s)
         self.state = FileState(state) if isinstance(state, str) else state
         self._buf = bytearray(size)
         self._mv = memoryview(self._buf)
