@@ -14,6 +14,7 @@ COMMANDS = {
     "proxy": "proxy",
     "collect": "collect",
     "sim": "sim",
+    "vboard": "vboard",
 }
 
 

@@ -1,0 +1,62 @@
+# machine, as a virtual board emulates it (see README.md beside this file).
+import sys
+import _vboard
+
+PWRON_RESET = 1
+HARD_RESET = 2
+WDT_RESET = 3
+DEEPSLEEP_RESET = 4
+SOFT_RESET = 5
+_CAUSES = {"power_on": PWRON_RESET, "hard": HARD_RESET, "watchdog": WDT_RESET,
+           "deepsleep": DEEPSLEEP_RESET, "soft": SOFT_RESET}
+
+
+def unique_id():
+    return bytes.fromhex(_vboard.info().get("id", "000000000000"))
+
+
+def reset_cause():
+    return _CAUSES.get(_vboard.info().get("reset_cause", "power_on"), HARD_RESET)
+
+
+def reset():
+    # The supervisor restarts the interpreter; the pty stays open, as a USB UART does.
+    _vboard.write("reset", "soft")
+    sys.exit(0)
+
+
+def soft_reset():
+    reset()
+
+
+def freq(*a):
+    return 240000000
+
+
+def idle():
+    pass
+
+
+def unique_id_hex():
+    return _vboard.info().get("id", "000000000000")
+
+
+class WDT:
+    def __init__(self, id=0, timeout=5000):
+        self.timeout = timeout
+
+    def feed(self):
+        pass
+
+
+class Pin:
+    IN = 0
+    OUT = 1
+
+    def __init__(self, *a, **k):
+        self._v = 0
+
+    def value(self, v=None):
+        if v is None:
+            return self._v
+        self._v = v

@@ -1,0 +1,279 @@
+"""A virtual board: the MicroPython unix port behind a pseudo-terminal, so mpremote,
+pyserial and fleetwire's own tools talk to it exactly as to /dev/ttyUSB0.
+
+A small supervisor holds two pseudo-terminals: the one users open (its path is
+`board.port`) and the interpreter's own. It relays bytes between them, turns a
+Ctrl-C from the user into SIGINT for the interpreter (a board's UART does the same
+to a running program), and when the interpreter exits -- machine.reset(), Ctrl-D,
+a crash -- starts it again while the user's terminal stays open, as a board's USB
+UART does.
+
+Each board has a directory: `fs/` is its filesystem (the interpreter's working
+directory, with `lib/` on the module path as on a board); beside it are its emulated
+flash partitions (`flash-<label>.bin`) and the files that drive the emulated
+`machine`, `network` and `esp32` modules (fleetwire/host/emul/). At start the board
+runs boot.py and main.py if present, then the REPL.
+"""
+import json
+import os
+import select
+import signal
+import subprocess
+import termios
+import threading
+import time
+import tty
+
+from fleetwire.host import micropython
+
+EMUL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emul")
+
+STARTUP = """\
+import sys, os
+print("fleetwire virtual board %s (%s reset)" % (os.getenv("FLEETWIRE_VBOARD_ID"), os.getenv("FLEETWIRE_VBOARD_CAUSE")))
+for _f in ("boot.py", "main.py"):
+    try:
+        os.stat(_f)
+    except OSError:
+        continue
+    try:
+        exec(open(_f).read(), {"__name__": "__main__"})
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt in", _f)
+        break
+    except SystemExit:
+        raise
+    except Exception as _e:
+        sys.print_exception(_e)
+del _f
+"""
+
+
+def _raw(fd):
+    tty.setraw(fd)
+    a = termios.tcgetattr(fd)
+    a[3] &= ~termios.ECHO
+    termios.tcsetattr(fd, termios.TCSANOW, a)
+
+
+def parse_heap(text):
+    t = str(text).strip().upper()
+    mult = 1024 if t.endswith("K") else 1024 * 1024 if t.endswith("M") else 1
+    n = int(t.rstrip("KM"))
+    if n * mult < 16 * 1024:
+        raise ValueError("a heap under 16K cannot run the REPL: %r" % text)
+    return "%d%s" % (n, t[-1] if t[-1] in "KM" else "")
+
+
+class VirtualBoard:
+    """VirtualBoard(directory, heap="96K", link=None, board_id=None, partitions={"mqtt": 64})."""
+
+    def __init__(self, directory, heap="96K", link=None, board_id=None, partitions=None):
+        self.dir = os.path.abspath(directory)
+        self.fs = os.path.join(self.dir, "fs")
+        self.heap = parse_heap(heap)
+        self.link = link
+        self.id = board_id or "%012x" % (abs(hash(self.dir)) & 0xFFFFFFFFFFFF)
+        self.partitions = partitions or {"mqtt": 64}
+        self.port = None
+        self.resets = 0
+        self.proc = None
+        self._um = self._us = self._cm = None
+        self._stop = threading.Event()
+        self._thread = None
+        self._lock = threading.Lock()
+        self._started = threading.Event()
+
+    # ---- life
+
+    def start(self):
+        os.makedirs(os.path.join(self.fs, "lib"), exist_ok=True)
+        for label, blocks in self.partitions.items():
+            path = os.path.join(self.dir, "flash-%s.bin" % label)
+            if not os.path.exists(path) or os.path.getsize(path) != blocks * 4096:
+                with open(path, "wb") as f:
+                    f.write(b"\xff" * (blocks * 4096))
+        with open(os.path.join(self.dir, "_startup.py"), "w") as f:
+            f.write(STARTUP)
+        self._um, self._us = os.openpty()
+        _raw(self._us)
+        self.port = os.ttyname(self._us)
+        if self.link:
+            if os.path.islink(self.link):
+                os.remove(self.link)
+            os.symlink(self.port, self.link)
+        self._spawn("power_on")
+        self._thread = threading.Thread(target=self._relay, name="vboard-%s" % self.id, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._kill()
+        if self._thread:
+            self._thread.join(5)
+        for fd in (self._um, self._us, self._cm):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._um = self._us = self._cm = None
+        if self.link and os.path.islink(self.link):
+            os.remove(self.link)
+
+    close = stop
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def set_wlan(self, up):
+        """Make the emulated Wi-Fi work or fail (network.WLAN.isconnected())."""
+        with open(os.path.join(self.dir, "wlan"), "w") as f:
+            f.write("up" if up else "down")
+
+    def power_cycle(self):
+        """Cut the power: the interpreter dies at once; the board starts again (power_on)."""
+        self._kill(cause="power_on")
+
+    # ---- the interpreter
+
+    def _spawn(self, cause):
+        with open(os.path.join(self.dir, "vboard.json"), "w") as f:
+            json.dump({"id": self.id, "reset_cause": cause, "partitions": self.partitions}, f)
+        cm, cs = os.openpty()
+        _raw(cs)
+        env = dict(os.environ)
+        env["MICROPYPATH"] = os.pathsep.join([EMUL, "", ".frozen", os.path.join(self.fs, "lib")])
+        env["FLEETWIRE_VBOARD"] = self.dir
+        env["FLEETWIRE_VBOARD_ID"] = self.id
+        env["FLEETWIRE_VBOARD_CAUSE"] = cause
+        self.proc = subprocess.Popen([micropython.binary(), "-X", "heapsize=" + self.heap, "-i",
+                                      os.path.join(self.dir, "_startup.py")],
+                                     stdin=cs, stdout=cs, stderr=cs, cwd=self.fs, env=env,
+                                     start_new_session=True, close_fds=True)
+        os.close(cs)
+        self._tail = b""
+        old, self._cm = self._cm, cm
+        if old is not None:
+            try:
+                os.close(old)
+            except OSError:
+                pass
+
+    def _kill(self, cause=None):
+        p = self.proc
+        if p is not None and p.poll() is None:
+            self._next_cause = cause
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            p.wait()
+
+    _next_cause = None
+    _tail = b""
+
+    def _at_prompt(self):
+        t = self._tail
+        return t.endswith(b">>> ") or t.endswith(b"... ") or t.endswith(b"\r\n>") or t.endswith(b"\x04>")
+
+    def _relay(self):
+        while not self._stop.is_set():
+            cm = self._cm
+            try:
+                r, _, _ = select.select([self._um, cm], [], [], 0.1)
+            except (OSError, ValueError):
+                r = []
+            if self._um in r:
+                try:
+                    data = os.read(self._um, 4096)
+                except OSError:
+                    data = b""
+                if data:
+                    if b"\x03" in data and self.running and not self._at_prompt():
+                        # a running program sees KeyboardInterrupt (at a prompt the REPL
+                        # reads the byte itself; a signal there would end the interpreter)
+                        os.kill(self.proc.pid, signal.SIGINT)
+                    try:
+                        os.write(cm, data)
+                    except OSError:
+                        pass
+            if cm in r:
+                try:
+                    data = os.read(cm, 4096)
+                except OSError:
+                    data = b""
+                if data:
+                    self._tail = (self._tail + data)[-64:]
+                    try:
+                        os.write(self._um, data)
+                    except OSError:
+                        pass
+            if self.proc.poll() is not None and not self._stop.is_set():
+                self._restart()
+
+    def _restart(self):
+        # drain what the interpreter said last, then start it again
+        try:
+            while True:
+                r, _, _ = select.select([self._cm], [], [], 0.05)
+                if not r:
+                    break
+                data = os.read(self._cm, 4096)
+                if not data:
+                    break
+                os.write(self._um, data)
+        except OSError:
+            pass
+        marker = os.path.join(self.dir, "reset")
+        if self._next_cause:
+            cause, self._next_cause = self._next_cause, None
+        elif os.path.exists(marker):
+            cause = "soft"                      # machine.reset()
+        elif self.proc.returncode == 0:
+            cause = "soft"                      # Ctrl-D / sys.exit(): a soft reset
+        else:
+            cause = "hard"                      # it crashed
+        if os.path.exists(marker):
+            os.remove(marker)
+        self.resets += 1
+        self._spawn(cause)
+
+
+def start_boards(root, count=1, heap="96K", link_prefix=None):
+    """count boards under root/board-1.. -> [VirtualBoard], started."""
+    boards = []
+    try:
+        for i in range(1, count + 1):
+            link = ("%s%d" % (link_prefix, i)) if link_prefix else None
+            b = VirtualBoard(os.path.join(root, "board-%d" % i), heap=heap, link=link,
+                             board_id="f00d%08x" % i)
+            boards.append(b.start())
+    except BaseException:
+        for b in boards:
+            b.stop()
+        raise
+    return boards
+
+
+def wait_for_prompt(port, timeout=10):
+    """Open the port, wait for the REPL prompt -> True. (Test and tool helper.)"""
+    import serial
+    end = time.monotonic() + timeout
+    with serial.Serial(port, 115200, timeout=0.2) as s:
+        s.write(b"\r")
+        buf = b""
+        while time.monotonic() < end:
+            buf += s.read(256)
+            if b">>> " in buf:
+                return True
+            s.write(b"\r")
+    return False

@@ -1,0 +1,107 @@
+"""The virtual board (`fleetwire vboard`, fleetwire.host.vboard): the MicroPython unix
+port behind a pty that mpremote and pyserial use as a USB board; emulated machine,
+network and esp32 modules; restarts on machine.reset() with the terminal still open."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import serial
+
+from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+
+
+def mpremote(port, *args, timeout=30):
+    r = subprocess.run([sys.executable, "-m", "mpremote", "connect", port, "resume"] + list(args),
+                       capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout.strip(), r.stderr.strip()
+
+
+@pytest.fixture
+def board(tmp_path):
+    b = VirtualBoard(str(tmp_path / "b1"), link=str(tmp_path / "tty-b1")).start()
+    assert wait_for_prompt(b.port)
+    yield b
+    b.stop()
+
+
+def test_mpremote_runs_code_and_copies_files_as_on_a_usb_board(board, tmp_path):
+    rc, out, err = mpremote(board.link, "exec", "import sys; print(sys.implementation.name)")
+    assert (rc, out) == (0, "micropython"), err
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello', 6 * 7)\n")
+    assert mpremote(board.link, "run", str(script))[1] == "hello 42"
+    rc, out, err = mpremote(board.link, "fs", "cp", str(script), ":hello.py", "+", "fs", "ls")
+    assert rc == 0 and "hello.py" in out, err
+    assert (tmp_path / "b1" / "fs" / "hello.py").read_text() == script.read_text()  # its filesystem
+
+
+def test_pyserial_talks_to_the_repl(board):
+    with serial.Serial(board.port, 115200, timeout=2) as s:
+        s.write(b"\x03\r")
+        time.sleep(0.2)
+        s.reset_input_buffer()
+        s.write(b"print(6 * 7)\r")
+        got = b""
+        end = time.monotonic() + 5
+        while b"42" not in got and time.monotonic() < end:
+            got += s.read(64)
+    assert b"42" in got
+
+
+def test_machine_reset_restarts_the_board_and_the_port_stays_open(board):
+    rc, out, _ = mpremote(board.link, "exec", "import machine; print(machine.unique_id().hex(), machine.reset_cause())")
+    uid, cause = out.split()
+    assert cause == "1"  # PWRON_RESET
+    mpremote(board.link, "exec", "import machine; machine.reset()")
+    end = time.monotonic() + 10
+    while board.resets < 1 and time.monotonic() < end:
+        time.sleep(0.05)
+    assert board.resets == 1 and os.path.realpath(board.link) == board.port
+    rc, out, _ = mpremote(board.link, "exec", "import machine; print(machine.unique_id().hex(), machine.reset_cause())")
+    assert out.split() == [uid, "5"]  # same board, SOFT_RESET
+
+
+def test_main_py_runs_at_boot_and_ctrl_c_from_mpremote_stops_it(board):
+    with open(os.path.join(board.fs, "main.py"), "w") as f:
+        f.write("import time\nopen('ran', 'w').write('yes')\nwhile True:\n    time.sleep(0.05)\n")
+    board.power_cycle()
+    end = time.monotonic() + 10
+    while not os.path.exists(os.path.join(board.fs, "ran")) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert os.path.exists(os.path.join(board.fs, "ran"))
+    rc, out, err = mpremote(board.link, "exec", "print('interrupted main, got the REPL')")
+    assert out == "interrupted main, got the REPL", err
+
+
+def test_wifi_fails_on_demand_and_flash_survives_a_power_cycle(board):
+    code = ("import network; w = network.WLAN(network.STA_IF); w.active(True); w.connect('lab', 'pw'); "
+            "print(w.isconnected())")
+    assert mpremote(board.link, "exec", code)[1] == "True"
+    board.set_wlan(False)
+    assert mpremote(board.link, "exec", code)[1] == "False"
+    mpremote(board.link, "exec", "import esp32; p = esp32.Partition.find(esp32.Partition.TYPE_DATA, label='mqtt')[0]; "
+             "p.writeblocks(1, b'kept', 10)")
+    board.power_cycle()
+    rc, out, _ = mpremote(board.link, "exec", "import esp32; p = esp32.Partition.find(esp32.Partition.TYPE_DATA, "
+                          "label='mqtt')[0]; b = bytearray(6); p.readblocks(1, b, 9); print(b, p.ioctl(4, 0))")
+    assert out == "bytearray(b'\\xffkept\\xff') 64"
+
+
+def test_the_command_line_starts_several_boards_and_stops_them_all(tmp_path):
+    import signal
+    p = subprocess.Popen([sys.executable, "-m", "fleetwire.tools.cli", "vboard", "--count", "2", "--dir",
+                          str(tmp_path / "boards"), "--link", str(tmp_path / "tty")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = [p.stdout.readline() for _ in range(2)]
+    assert lines[0].startswith("board-1: /dev/pts/") and lines[1].startswith("board-2: ")
+    for i in (1, 2):
+        assert mpremote(str(tmp_path / ("tty%d" % i)), "exec", "print('board', %d)" % i)[1] == "board %d" % i
+    pids = subprocess.run(["pgrep", "-f", str(tmp_path / "boards")], capture_output=True, text=True).stdout.split()
+    assert len(pids) >= 2
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=20)
+    assert "stopped 2 board(s)" in out
+    time.sleep(0.3)
+    assert subprocess.run(["pgrep", "-f", str(tmp_path / "boards")], capture_output=True, text=True).stdout == ""
