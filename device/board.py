@@ -132,6 +132,13 @@ def uptime_ms():
     return epoch_ms() - _boot_ms
 
 
+def wlan_up():
+    """True while the Wi-Fi station is connected (always True off-board)."""
+    if network is None or not hasattr(network, "WLAN"):
+        return True
+    return network.WLAN(network.STA_IF).isconnected()
+
+
 def wlan_connect(ssid, password, timeout_ms=20000):
     """Bring up Wi-Fi as a station; -> True when connected (True at once off-board)."""
     if network is None or not hasattr(network, "WLAN"):

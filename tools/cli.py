@@ -15,6 +15,8 @@ COMMANDS = {
     "collect": "collect",
     "sim": "sim",
     "vboard": "vboard",
+    "deploy": "deploy",
+    "console": "console",
 }
 
 

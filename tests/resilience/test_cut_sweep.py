@@ -162,12 +162,12 @@ def test_a_cut_during_the_reconnect_itself_loses_nothing(device, make_proxy, mak
         assert r["pending"] == 0 and r["connected"], "not settled after %s: %s" % (msg, r)
         assert p.wait_quiet(0.02)
 
-    for _ in range(5):  # measure a reconnect that took one connection (a busy broker may need two)
+    up = down = 0
+    for _ in range(3):  # measure the reconnect (the longest of three: timing can shorten one)
         n = p.accepted
         exchange()
-        if p.accepted == n + 1:
-            break
-    up, down = p.bytes("up"), p.bytes("down")
+        if p.accepted == n + 1:  # one connection carried all of it
+            up, down = max(up, p.bytes("up")), max(down, p.bytes("down"))
     points = [("up", {"at": n}) for n in range(up)] + [("down", {"at": n}) for n in range(down)]
     assert len(points) > 50
     for point in points:
