@@ -127,9 +127,6 @@ def deploy(port, config=None, mpy=False, arch=None, reset=True, log=print):
                                        "; config.json %s: %s" % (res["config"], json.dumps(redact(config)))
                                        if config is not None else ""))
     if reset and changed:
-        try:  # the board restarts: mpremote loses it mid-command, as expected
-            _mpremote(port, "exec", "import machine; machine.soft_reset()", timeout=10)
-        except DeployError:
-            pass
+        _mpremote(port, "reset", timeout=20)  # machine.reset(), not waiting for an answer
         log("reset the board")
     return res

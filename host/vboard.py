@@ -234,6 +234,8 @@ class VirtualBoard:
                         os.write(self._um, data)
                     except OSError:
                         pass
+            if self.proc.poll() is None and os.path.exists(os.path.join(self.dir, "reset")):
+                self._kill(cause="soft")  # machine.reset() asked for it
             if self.proc.poll() is not None and not self._stop.is_set():
                 self._restart()
 

@@ -7,7 +7,7 @@ import pytest
 
 from fleetwire.host import build, micropython
 
-pytest_plugins = ["fleetwire.host.pytest_plugin"]
+pytest_plugins = ["fleetwire.host.pytest_plugin", "fleetwire.host.hil"]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,0 +1,140 @@
+"""Hardware-in-the-loop fixtures (a pytest plugin): the same tests run on a real board
+(`pytest --board /dev/ttyUSB0 --board-broker 192.168.1.10:1883`) or, without
+--board, on a virtual board the fixture starts (the MicroPython unix port behind a
+pty, fleetwire.host.vboard) against a mosquitto on loopback.
+
+Fixtures:
+  hil_board     a Board: deploy(config), put(name, text), exec(code), console_until(regex),
+                and on a virtual board set_wlan(up) and power_cycle()
+  hil_broker    (host, port) the board publishes to
+  hil_observer  a paho-mqtt Observer on that broker
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("fleetwire HIL")
+    g.addoption("--board", default=None, help="serial port of a real board for the HIL tests")
+    g.addoption("--board-broker", default=None,
+                help="HOST:PORT of a broker the real board can reach (needed with --board)")
+    g.addoption("--board-heap", default="128K",
+                help="heap of the virtual board (default 128K: fleetwire as .mpy in RAM; frozen it needs less)")
+
+
+class Board:
+    """A board behind a serial port, driven with mpremote."""
+
+    def __init__(self, port, vboard=None):
+        self.port = port
+        self.vboard = vboard
+
+    @property
+    def virtual(self):
+        return self.vboard is not None
+
+    def deploy(self, config):
+        from fleetwire.host.deploy import deploy
+        return deploy(self.port, config, mpy=True, log=lambda m: None)
+
+    def exec(self, code, timeout=30):
+        r = subprocess.run([sys.executable, "-m", "mpremote", "connect", self.port, "resume", "exec", code],
+                           capture_output=True, text=True, timeout=timeout)
+        if r.returncode:
+            raise AssertionError("mpremote exec failed: %s" % (r.stderr or r.stdout)[-500:])
+        return r.stdout
+
+    def put(self, name, text):
+        """Write a file on the board (mpremote fs cp)."""
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix="-" + os.path.basename(name), delete=False) as f:
+            f.write(text)
+        try:
+            r = subprocess.run([sys.executable, "-m", "mpremote", "connect", self.port, "resume", "fs", "cp",
+                                f.name, ":" + name], capture_output=True, text=True, timeout=30)
+            if r.returncode:
+                raise AssertionError("mpremote cp failed: %s" % r.stderr[-500:])
+        finally:
+            os.unlink(f.name)
+
+    def reset(self):
+        subprocess.run([sys.executable, "-m", "mpremote", "connect", self.port, "resume", "reset"],
+                       capture_output=True, timeout=30)
+
+    def console_until(self, pattern, timeout=30):
+        """Read the console until a line matches -> the lines read (fails at timeout)."""
+        import io
+        from fleetwire.host.console import console
+        buf = io.StringIO()
+        hit = console(self.port, until=pattern, timeout=timeout, out=buf, wait=True)
+        assert hit is not None, "no line matching %r within %s s; console said:\n%s" % (
+            pattern, timeout, buf.getvalue()[-3000:])
+        return buf.getvalue()
+
+    def set_wlan(self, up):
+        if not self.virtual:
+            pytest.skip("Wi-Fi on demand needs a virtual board")
+        self.vboard.set_wlan(up)
+
+    def power_cycle(self):
+        if not self.virtual:
+            pytest.skip("cutting the power needs a virtual board")
+        self.vboard.power_cycle()
+
+
+@pytest.fixture
+def hil_broker(request):
+    opt = request.config.getoption("--board-broker")
+    if opt:
+        host, _, port = opt.rpartition(":")
+        return host, int(port)
+    if request.config.getoption("--board"):
+        pytest.fail("--board needs --board-broker HOST:PORT: a real board cannot reach this host's loopback")
+    b = request.getfixturevalue("mosquitto")
+    return b.host, b.port
+
+
+@pytest.fixture
+def hil_board(request, tmp_path):
+    port = request.config.getoption("--board")
+    if port:
+        yield Board(port)
+        return
+    from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+    vb = VirtualBoard(str(tmp_path / "vboard"), heap=request.config.getoption("--board-heap")).start()
+    try:
+        assert wait_for_prompt(vb.port), "the virtual board gave no prompt"
+        yield Board(vb.port, vb)
+    finally:
+        vb.stop()
+
+
+@pytest.fixture
+def hil_observer(hil_broker):
+    from fleetwire.host.observer import Observer
+    o = Observer(*hil_broker)
+    yield o
+    o.close()
+
+
+def device_config(request, broker, **kw):
+    """A config.json for the board under test: a device id of its own, the broker."""
+    cfg = {"device_id": "hil-%s-%d" % (request.node.name[:24].replace("[", "-").strip("]"), os.getpid()),
+           "broker": broker[0], "port": broker[1], "wifi_ssid": "hil-lab", "wifi_password": "hil-secret",
+           "period_s": 1, "fw_version": "hil"}
+    cfg.update(kw)
+    return json.loads(json.dumps(cfg))
+
+
+def wait(cond, timeout=20, step=0.05):
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        time.sleep(step)
+    return True

@@ -1,0 +1,101 @@
+"""Hardware-in-the-loop tests: fleetwire deployed to a board and run as it runs in the
+field (boot.py, main.py, config.json). Without --board they run on a virtual board;
+with `--board PORT --board-broker HOST:PORT` on a real one (see the README)."""
+import json
+import time
+
+from fleetwire.host.hil import device_config, wait
+
+ECHO_APP = """
+# echo what comes in on hil/<id>/in back on hil/<id>/out, at the QoS it came with
+import json
+cfg = json.load(open("config.json"))
+IN = "hil/%s/in" % cfg["device_id"]
+OUT = "hil/%s/out" % cfg["device_id"]
+_c = None
+
+def _echo(topic, msg):
+    _c.publish(OUT, msg, qos=_c.qos, block=False)
+
+def setup(client):
+    global _c
+    _c = client
+    client.set_callback(_echo)
+    client.subscribe(IN, 2)
+    print("app: echoing", IN)
+"""
+
+
+def records(observer, device_id):
+    return [json.loads(m[1]) for m in observer.messages if m[0] == "fleet/%s/telemetry" % device_id]
+
+
+def test_the_board_boots_connects_and_reports_its_vitals(hil_board, hil_broker, hil_observer, request):
+    cfg = device_config(request, hil_broker)
+    hil_observer.subscribe("fleet/%s/telemetry" % cfg["device_id"], 1)
+    res = hil_board.deploy(cfg)
+    assert "config.json" in res["copied"] and "main.py" in res["copied"]
+    hil_board.console_until("main: connected")
+    assert wait(lambda: len(records(hil_observer, cfg["device_id"])) >= 2)
+    r = records(hil_observer, cfg["device_id"])
+    assert r[0]["device_id"] == cfg["device_id"] and r[0]["fw_version"] == "hil" and r[0]["period_s"] == 1
+    assert [x["seq"] for x in r[:2]] == [r[0]["seq"], r[0]["seq"] + 1]
+
+
+def test_publish_and_subscribe_round_trip_at_every_qos(hil_board, hil_broker, hil_observer, request):
+    cfg = device_config(request, hil_broker, period_s=3600)
+    hil_board.deploy(cfg)
+    hil_board.put("app.py", ECHO_APP)
+    hil_board.reset()
+    hil_board.console_until("app: echoing")
+    hil_observer.subscribe("hil/%s/out" % cfg["device_id"], 2)
+    for qos in (0, 1, 2):
+        hil_observer.publish("hil/%s/in" % cfg["device_id"], b"ping-%d" % qos, qos=qos)
+    got = hil_observer.wait_until(lambda m: len([x for x in m if x[0].startswith("hil/")]) >= 3, 20)
+    echoes = sorted((m[1], m[2]) for m in got if m[0].startswith("hil/"))
+    assert echoes == [(b"ping-0", 0), (b"ping-1", 1), (b"ping-2", 2)]
+
+
+def test_records_in_the_store_survive_a_reboot_and_go_out_after_it(hil_board, hil_broker, hil_observer,
+                                                                     request):
+    cfg = device_config(request, hil_broker)
+    hil_observer.subscribe("fleet/%s/telemetry" % cfg["device_id"], 1)
+    hil_board.deploy(cfg)
+    hil_board.console_until("main: connected")
+    hil_board.set_wlan(False)           # offline: records pile up on flash
+    hil_board.console_until("Wi-Fi lost")
+    n_before = len(records(hil_observer, cfg["device_id"]))
+    time.sleep(3)                        # ~3 records made offline
+    hil_board.power_cycle()              # power cut with them in the store
+    hil_board.set_wlan(True)
+    hil_board.console_until("main: connected")
+    assert wait(lambda: len(records(hil_observer, cfg["device_id"])) >= n_before + 4, 30)
+    r = records(hil_observer, cfg["device_id"])
+    seqs = sorted({x["seq"] for x in r})
+    assert seqs == list(range(seqs[0], seqs[-1] + 1)), "records lost across the reboot: %s" % seqs
+    assert {x["boot_id"] for x in r} >= {r[0]["boot_id"], r[0]["boot_id"] + 1}
+
+
+def test_a_wifi_drop_delays_records_and_loses_none(hil_board, hil_broker, hil_observer, request):
+    cfg = device_config(request, hil_broker)
+    hil_observer.subscribe("fleet/%s/telemetry" % cfg["device_id"], 1)
+    hil_board.deploy(cfg)
+    hil_board.console_until("main: connected")
+    hil_board.set_wlan(False)
+    hil_board.console_until("Wi-Fi lost")
+    time.sleep(3)
+    hil_board.set_wlan(True)
+    hil_board.console_until("Wi-Fi back")
+    assert wait(lambda: len(records(hil_observer, cfg["device_id"])) >= 6, 20)
+    seqs = [x["seq"] for x in records(hil_observer, cfg["device_id"])]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "lost or out of order: %s" % seqs
+
+
+def test_a_second_deploy_copies_nothing(hil_board, hil_broker, request):
+    cfg = device_config(request, hil_broker)
+    first = hil_board.deploy(cfg)
+    second = hil_board.deploy(cfg)
+    assert first["copied"] and second["copied"] == [] and second["unchanged"] == len(first["copied"])
+    cfg["period_s"] = 30
+    third = hil_board.deploy(cfg)
+    assert third["copied"] == ["config.json"]
