@@ -17,6 +17,7 @@ COMMANDS = {
     "vboard": "vboard",
     "deploy": "deploy",
     "console": "console",
+    "flash": "flash",
 }
 
 

@@ -1,0 +1,35 @@
+"""Flash MicroPython firmware onto ESP32-family boards with esptool: erase, then write
+the image at the chip's offset (0x1000 for esp32/esp32s2, 0x0 for esp32s3/c3/c6).
+--port may be repeated or a glob, to flash several boards in parallel with a progress
+bar each and a summary table at the end.
+
+  fleetwire flash --port /dev/ttyUSB0 --firmware ESP32_GENERIC-20250415-v1.25.0.bin
+  fleetwire flash --port '/dev/ttyUSB*' --firmware fw.bin --chip esp32s3
+"""
+import sys
+
+HELP = "flash MicroPython firmware to one or many ESP32 boards (esptool), with clear errors"
+
+
+def add_arguments(p):
+    from fleetwire.host.flash import CHIPS
+    p.add_argument("--port", action="append", required=True, help="serial port or glob (repeatable)")
+    p.add_argument("--firmware", required=True, help="the MicroPython .bin")
+    p.add_argument("--chip", default="auto", choices=CHIPS, help="expected chip (default: auto-detect)")
+    p.add_argument("--baud", type=int, default=460800)
+    p.add_argument("--connect-attempts", type=int, default=2, help="esptool's connection attempts (default 2)")
+
+
+def run(args):
+    from fleetwire.host.flash import FlashError, check_firmware, expand_ports, flash_many
+    try:
+        ports = expand_ports(args.port)
+        check_firmware(args.firmware, None if args.chip == "auto" else args.chip)
+    except FlashError as e:
+        print("fleetwire flash: %s" % e, file=sys.stderr)
+        return 2
+    results = flash_many(ports, args.firmware, args.chip, args.baud, connect_attempts=args.connect_attempts)
+    failed = [r for _, r in results if not isinstance(r, dict)]
+    for r in failed:
+        print("fleetwire flash: %s" % r, file=sys.stderr)
+    return 1 if failed else 0
