@@ -1,6 +1,7 @@
 """Write the board tree: DIR/lib/fleetwire/ from device/ and DIR/lib/fleetwire/codec/
 from shared/, as .py sources or as .mpy compiled by mpy-cross. Host code never
 enters the tree, so what runs on a board is exactly device/ + shared/."""
+import json
 import os
 import shutil
 import subprocess
@@ -58,7 +59,17 @@ def build(out, mpy=False, arch=None):
         else:
             shutil.copyfile(src, dst)
         written.append(os.path.relpath(dst, out))
+    write_package_json(out, written)
     return written
+
+
+def write_package_json(out, written):
+    """OUT/package.json for mip: `mpremote mip install URL/package.json` (or mip.install
+    on the board) installs the tree from wherever OUT is served."""
+    from fleetwire import __version__
+    urls = [[rel[len("lib/"):].replace(os.sep, "/"), rel.replace(os.sep, "/")] for rel in sorted(written)]
+    with open(os.path.join(out, "package.json"), "w") as f:
+        json.dump({"urls": urls, "version": __version__, "deps": []}, f, indent=1)
 
 
 class BuildError(Exception):
