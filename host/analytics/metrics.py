@@ -51,10 +51,11 @@ def dedup(classified, partitions):
     """Group delivered records by (device_id, seq, _problem): one row each with `copies`.
     Rows with a _problem are kept (grouped) only so that they can be counted."""
     rest = [c for c in S.FIELD_NAMES if c not in ("device_id", "seq")]
-    key = F.coalesce(F.col("rx_ts"), F.lit(BIG)).alias("_k")
-    g = (classified.repartition(partitions, "device_id")
-         .groupBy("device_id", "seq", "_problem")
-         .agg(F.count(F.lit(1)).alias("copies"), F.min(F.struct(key, *rest)).alias("_r")))
+    key = F.coalesce(F.col("rx_ts"), F.lit(BIG))
+    # min_by compares the key alone (min of a struct compared every field): the copies of
+    # a record differ only in rx_ts, so which of two equal keys wins does not matter.
+    g = (classified.groupBy("device_id", "seq", "_problem")
+         .agg(F.count(F.lit(1)).alias("copies"), F.min_by(F.struct(*rest), key).alias("_r")))
     return g.select("device_id", "seq", "_problem", "copies", *[F.col("_r." + c).alias(c) for c in rest])
 
 
@@ -74,6 +75,14 @@ def _pdisc(p, col):
     return F.expr("percentile_disc(%r) WITHIN GROUP (ORDER BY %s)" % (p, col))
 
 
+def _nearest_rank(sorted_col, p):
+    # the ceil(p*n)-th smallest of a window's few values (as percentile_disc, which sorts
+    # through a generic aggregate and cost more than the rest of the window together)
+    n = F.size(sorted_col)
+    k = F.greatest(F.lit(1), F.ceil(F.lit(p) * n - F.lit(1e-9))).cast("int")
+    return F.when(n > 0, F.element_at(sorted_col, k))
+
+
 def windows(clean):
     """device_window with the private columns (prefixed _) that device_health combines."""
     has_v = F.col("vbat_mv").isNotNull()
@@ -89,8 +98,7 @@ def windows(clean):
         F.min("rssi").alias("rssi_min"),
         F.avg("rssi").alias("rssi_avg"),
         F.max("rssi").alias("rssi_max"),
-        _pdisc(0.5, "publish_latency_ms").alias("latency_p50"),
-        _pdisc(0.95, "publish_latency_ms").alias("latency_p95"),
+        F.sort_array(F.collect_list("publish_latency_ms")).alias("_lat"),
         F.min_by("heap_free", "seq").alias("_heap_first"),
         F.max_by("heap_free", "seq").alias("_heap_last"),
         F.min_by("reconnects", "seq").alias("_rec_first"),
@@ -106,7 +114,9 @@ def windows(clean):
         F.sum(t * t).alias("_vtt"),
     )
     prev = Window.partitionBy("device_id").orderBy("min_seq")
-    return (w.withColumn("dup_records", F.col("records") - F.col("distinct_seq"))
+    return (w.withColumn("latency_p50", _nearest_rank("_lat", 0.5))
+            .withColumn("latency_p95", _nearest_rank("_lat", 0.95)).drop("_lat")
+            .withColumn("dup_records", F.col("records") - F.col("distinct_seq"))
             .withColumn("coverage", F.col("distinct_seq") / (F.lit(float(S.WINDOW_S)) / F.col("period_s")))
             .withColumn("loss_rate", 1 - F.col("distinct_seq") / (F.col("max_seq") - F.col("min_seq") + 1))
             .withColumn("heap_delta", F.col("_heap_last") - F.col("_heap_first"))
