@@ -50,11 +50,13 @@ class DeployError(Exception):
     pass
 
 
-def _mpremote(port, *args, timeout=120):
+def _mpremote(port, *args, timeout=120, retries=0):
     try:
         r = subprocess.run([sys.executable, "-m", "mpremote", "connect", port, "resume"] + list(args),
                            capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
+        if retries:  # a board caught mid-restart can miss the first Ctrl-C: once more
+            return _mpremote(port, *args, timeout=timeout, retries=retries - 1)
         raise DeployError("the board on %s did not answer within %d s" % (port, timeout))
     if r.returncode:
         err = (r.stderr or r.stdout).strip().splitlines()
@@ -109,7 +111,7 @@ def deploy(port, config=None, mpy=False, arch=None, reset=True, log=print):
                 json.dump(config, f, indent=1, sort_keys=True)
             files["config.json"] = cfg_path
         remote = {}
-        for line in _mpremote(port, "exec", _HASHES % sorted(files)).splitlines():
+        for line in _mpremote(port, "exec", _HASHES % sorted(files), timeout=30, retries=1).splitlines():
             p, _, h = line.strip().rpartition(" ")
             remote[p] = h
         changed = sorted(p for p in files if remote.get(p) != _sha(files[p]))

@@ -162,6 +162,7 @@ class VirtualBoard:
                                      start_new_session=True, close_fds=True)
         os.close(cs)
         self._tail = b""
+        self._spawned = time.monotonic()
         old, self._cm = self._cm, cm
         if old is not None:
             try:
@@ -197,6 +198,11 @@ class VirtualBoard:
 
     _next_cause = None
     _tail = b""
+    _spawned = 0.0
+    _held = b""
+
+    def _restarting(self):
+        return os.path.exists(os.path.join(self.dir, "reset")) or not self.running
 
     def _at_prompt(self):
         t = self._tail
@@ -206,7 +212,7 @@ class VirtualBoard:
         while not self._stop.is_set():
             cm = self._cm
             try:
-                r, _, _ = select.select([self._um, cm], [], [], 0.1)
+                r, _, _ = select.select([self._um, cm], [], [], 0.05 if self._held else 0.1)
             except (OSError, ValueError):
                 r = []
             if self._um in r:
@@ -215,14 +221,20 @@ class VirtualBoard:
                 except OSError:
                     data = b""
                 if data:
-                    if b"\x03" in data and self.running and not self._at_prompt():
-                        # a running program sees KeyboardInterrupt (at a prompt the REPL
-                        # reads the byte itself; a signal there would end the interpreter)
-                        os.kill(self.proc.pid, signal.SIGINT)
-                    try:
-                        os.write(cm, data)
-                    except OSError:
-                        pass
+                    self._held += data
+            if self._held and not self._restarting() and time.monotonic() - self._spawned >= 0.3:
+                # Input waits while the board restarts and until the new interpreter is
+                # up: a Ctrl-C sent to the old one, or before the new one has set its
+                # handler, would be lost or end it.
+                data, self._held = self._held, b""
+                if b"\x03" in data and self.running and not self._at_prompt():
+                    # a running program sees KeyboardInterrupt (at a prompt the REPL
+                    # reads the byte itself; a signal there would end the interpreter)
+                    os.kill(self.proc.pid, signal.SIGINT)
+                try:
+                    os.write(self._cm, data)
+                except OSError:
+                    pass
             if cm in r:
                 try:
                     data = os.read(cm, 4096)
