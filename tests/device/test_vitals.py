@@ -80,16 +80,16 @@ def test_records_made_offline_go_out_later_in_order(device, make_proxy, make_obs
     p.refuse(seconds=3600)
     p.cut_now()
     d.call("loop", ms=200)
-    d.call("vitals_pub", n=10)      # the link is down: they wait in the queue
-    assert d.call("state")["pending"] == 10
+    d.call("vitals_pub", n=5)       # the link is down: they wait in the queue (RAM: 96 KB heap)
+    assert d.call("state")["pending"] == 5
     p.refuse(seconds=0)
     assert d.call("settle", ms=10000)["pending"] == 0
     d.call("vitals_pub", n=1)       # made after the link came back
     d.call("settle")
-    recs = records(o, 13)
-    assert [r["seq"] for r in recs] == list(range(1, 14))
+    recs = records(o, 8)
+    assert [r["seq"] for r in recs] == list(range(1, 9))
     assert recs[-2]["reconnects"] == 0 and recs[-1]["reconnects"] == 1
-    assert max(r["queue_depth"] for r in recs) >= 9  # the backlog shows in the record
+    assert max(r["queue_depth"] for r in recs) >= 4  # the backlog shows in the record
 
 
 def test_formatting_a_record_allocates_nothing(device, mosquitto, interp, tmp_path):
