@@ -154,13 +154,12 @@ def generate(devices=50, hours=24, seed=7, start=DEFAULT_START, dup_rate=0.01, s
 def write_landing(df, out, fmt="ndjson"):
     """Write records as the collector lands them: one file per (date, hour) of rx_ts.
     Returns the list of files written."""
-    import pandas as pd
     if fmt not in ("ndjson", "parquet"):
         raise ValueError("format must be ndjson or parquet, not %r" % fmt)
-    rx = pd.to_datetime(df["rx_ts"], unit="ms", utc=True)
-    keys = rx.dt.strftime("date=%Y-%m-%d/hour=%H")
+    hours = df["rx_ts"].to_numpy() // 3600_000     # group by the hour number, format each key once
     written = []
-    for key, part in df.groupby(keys.values, sort=True):
+    for hour, part in df.groupby(hours, sort=True):
+        key = _dt.datetime.fromtimestamp(int(hour) * 3600, _dt.timezone.utc).strftime("date=%Y-%m-%d/hour=%H")
         d = os.path.join(out, key)
         os.makedirs(d, exist_ok=True)
         part = part.sort_values("rx_ts", kind="stable")

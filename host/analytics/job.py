@@ -70,10 +70,7 @@ def run(spark, cfg):
         classified = landing.classify(landing.read(spark, found, cfg.fmt), cfg.since_ms)
         quality_counts = None
     from fleetwire.host.analytics import metrics
-    tables, cached = metrics.build(classified, parts, cfg.silent_after_s, cfg.min_cohort)
-    from pyspark.sql import functions as F
-    rows = cached["deduped"].groupBy("_problem").agg(F.sum("copies").alias("n"),
-                                                     F.count(F.lit(1)).alias("kept")).collect()
+    tables, cached, rows = metrics.build(classified, parts, cfg.silent_after_s, cfg.min_cohort)
     counts = {r["_problem"]: r["n"] for r in rows}
     kept = sum(r["kept"] for r in rows if r["_problem"] is None)
     if quality_counts is not None:      # incremental: problems were counted when staged

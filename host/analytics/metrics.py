@@ -47,9 +47,14 @@ BIG = 2 ** 63 - 1
 HOUR_MS = 3600_000
 
 
-def dedup(classified, partitions):
+def dedup(classified, partitions=None):
     """Group delivered records by (device_id, seq, _problem): one row each with `copies`.
-    Rows with a _problem are kept (grouped) only so that they can be counted."""
+    Rows with a _problem are kept (grouped) only so that they can be counted.
+    With `partitions`, the records are first hash-partitioned by device_id: every later grouping
+    starts with device_id, so this is the job's one shuffle of records (no partial aggregation
+    on the read side, no re-shuffle by (device_id, seq), none for the windows, boots, hours)."""
+    if partitions:
+        classified = classified.repartition(int(partitions), "device_id")
     rest = [c for c in S.FIELD_NAMES if c not in ("device_id", "seq")]
     key = F.coalesce(F.col("rx_ts"), F.lit(BIG))
     # min_by compares the key alone (min of a struct compared every field): the copies of
@@ -71,8 +76,22 @@ def clean_records(deduped):
                         .otherwise(0)))
 
 
-def _pdisc(p, col):
-    return F.expr("percentile_disc(%r) WITHIN GROUP (ORDER BY %s)" % (p, col))
+def release_percentiles(clean, col, ps):
+    """Nearest-rank percentiles of `col` per fw_version ({name: p}): the ceil(p*n)-th smallest
+    non-null value, n the release's non-null values. Computed from the release's histogram
+    (value -> count, a hash aggregate) and its running count, not by sorting every record."""
+    from fractions import Fraction
+    h = (clean.filter(F.col(col).isNotNull()).groupBy("fw_version", col)
+         .agg(F.count(F.lit(1)).alias("_n")))
+    run = Window.partitionBy("fw_version").orderBy(col).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    h = (h.withColumn("_cum", F.sum("_n").over(run))
+         .withColumn("_tot", F.sum("_n").over(Window.partitionBy("fw_version"))))
+    aggs = []
+    for name, p in ps.items():
+        f = Fraction(str(p))
+        k = F.expr("(%d * _tot + %d) div %d" % (f.numerator, f.denominator - 1, f.denominator))
+        aggs.append(F.min(F.when(F.col("_cum") >= k, F.col(col))).alias(name))
+    return h.groupBy("fw_version").agg(*aggs)
 
 
 def _nearest_rank(sorted_col, p):
@@ -88,8 +107,14 @@ def windows(clean):
     has_v = F.col("vbat_mv").isNotNull()
     t = F.when(has_v, (F.col("ts") - F.col("window_ms")) / float(HOUR_MS))  # hours into the window
     v = F.col("vbat_mv").cast("double")
-    w = clean.groupBy("device_id", "window_ms").agg(
+    # Two aggregates over the same (co-partitioned) groups, joined without a shuffle: the
+    # fixed-width one runs as a code-generated hash aggregate; the string and list ones
+    # (fw_version, the latencies) need an object hash aggregate, which costs several times as
+    # much per aggregate function, so it gets only those two.
+    objs = clean.groupBy("device_id", "window_ms").agg(
         F.max_by("fw_version", "seq").alias("fw_version"),
+        F.sort_array(F.collect_list("publish_latency_ms")).alias("_lat"))
+    w = clean.groupBy("device_id", "window_ms").agg(
         F.sum("copies").alias("records"),
         F.count(F.lit(1)).alias("distinct_seq"),
         F.min("seq").alias("min_seq"),
@@ -98,7 +123,6 @@ def windows(clean):
         F.min("rssi").alias("rssi_min"),
         F.avg("rssi").alias("rssi_avg"),
         F.max("rssi").alias("rssi_max"),
-        F.sort_array(F.collect_list("publish_latency_ms")).alias("_lat"),
         F.min_by("heap_free", "seq").alias("_heap_first"),
         F.max_by("heap_free", "seq").alias("_heap_last"),
         F.min_by("reconnects", "seq").alias("_rec_first"),
@@ -112,7 +136,7 @@ def windows(clean):
         F.sum(v).alias("_vv"),
         F.sum(t * v).alias("_vtv"),
         F.sum(t * t).alias("_vtt"),
-    )
+    ).join(objs.hint("shuffle_hash"), ["device_id", "window_ms"])
     prev = Window.partitionBy("device_id").orderBy("min_seq")
     return (w.withColumn("latency_p50", _nearest_rank("_lat", 0.5))
             .withColumn("latency_p95", _nearest_rank("_lat", 0.95)).drop("_lat")
@@ -132,8 +156,11 @@ WINDOW_COLUMNS = ["device_id", "window_start", "fw_version", "records", "distinc
 
 
 def hours_by_release(clean):
-    """(device_id, hour_ms, fw_version) -> crashed (1 if an unexpected reset happened)."""
-    return clean.groupBy("device_id", "hour_ms", "fw_version").agg(F.max("unexpected").alias("crashed"))
+    """(device_id, hour_ms, fw_version) -> crashed (1 if an unexpected reset happened), and the
+    hour's records and unexpected resets (summed per release by firmware_cohort)."""
+    return clean.groupBy("device_id", "hour_ms", "fw_version").agg(
+        F.max("unexpected").alias("crashed"), F.count(F.lit(1)).alias("records"),
+        F.sum("unexpected").alias("unexpected_resets"))
 
 
 def boots(clean):
@@ -150,9 +177,15 @@ def boots(clean):
         F.when(F.col("n") > 0, F.col("suu") - F.col("su") * F.col("su") / F.col("n")).otherwise(0.0).alias("sxx"))
 
 
-def device_health(win, boot, hours_fw, silent_after_s=S.SILENT_AFTER_S):
-    ref = win.agg(F.min("window_ms").alias("_ref"))
-    wv = win.crossJoin(F.broadcast(ref)).withColumn("_c", (F.col("window_ms") - F.col("_ref")) / float(HOUR_MS))
+def device_health(win, boot, hours_fw, silent_after_s=S.SILENT_AFTER_S, first_window_ms=None, newest_ts=None):
+    """first_window_ms (the earliest window_start, ms) and newest_ts (the newest ts in the data)
+    are computed from `win` when not given; the job passes them from its first action."""
+    if first_window_ms is None:
+        ref = win.agg(F.min("window_ms").alias("_ref"))
+        wv = win.crossJoin(F.broadcast(ref))
+    else:
+        wv = win.withColumn("_ref", F.lit(int(first_window_ms)).cast("long"))
+    wv = wv.withColumn("_c", (F.col("window_ms") - F.col("_ref")) / float(HOUR_MS))
     c, n = F.col("_c"), F.col("_vn")
     d = wv.groupBy("device_id").agg(
         F.max_by("fw_version", "max_seq").alias("fw_version"),
@@ -180,8 +213,11 @@ def device_health(win, boot, hours_fw, silent_after_s=S.SILENT_AFTER_S):
     hrs = (hours_fw.groupBy("device_id", "hour_ms").agg(F.max("crashed").alias("crashed"))
            .groupBy("device_id").agg(F.count(F.lit(1)).alias("active_hours"),
                                      F.sum(1 - F.col("crashed")).alias("crash_free_hours")))
-    newest = win.agg(F.max("_ts_max").alias("_newest"))
-    d = d.join(b, "device_id").join(hrs, "device_id").crossJoin(F.broadcast(newest))
+    d = d.join(b, "device_id").join(hrs, "device_id")
+    if newest_ts is None:
+        d = d.crossJoin(F.broadcast(win.agg(F.max("_ts_max").alias("_newest"))))
+    else:
+        d = d.withColumn("_newest", F.lit(int(newest_ts)).cast("long"))
     expected = F.round((F.col("last_ts") - F.col("first_ts")) / (F.col("period_s") * 1000.0)) + 1
     return d.select(
         "device_id", "fw_version",
@@ -211,19 +247,16 @@ def firmware_cohort(clean, win, hours_fw):
     hrs = hours_fw.groupBy("fw_version").agg(
         F.countDistinct("device_id").alias("devices"),
         F.count(F.lit(1)).alias("device_hours"),
-        F.sum(1 - F.col("crashed")).alias("crash_free_hours"))
-    rec = clean.groupBy("fw_version").agg(
-        F.count(F.lit(1)).alias("records"),
-        _pdisc(0.05, "rssi").alias("rssi_p05"),
-        _pdisc(0.5, "rssi").alias("rssi_p50"),
-        _pdisc(0.5, "publish_latency_ms").alias("latency_p50"),
-        _pdisc(0.95, "publish_latency_ms").alias("latency_p95"),
-        F.sum("unexpected").alias("unexpected_resets"))
+        F.sum(1 - F.col("crashed")).alias("crash_free_hours"),
+        F.sum("records").alias("records"),
+        F.sum("unexpected_resets").alias("unexpected_resets"))
+    rssi = release_percentiles(clean, "rssi", {"rssi_p05": 0.05, "rssi_p50": 0.5})
+    lat = release_percentiles(clean, "publish_latency_ms", {"latency_p50": 0.5, "latency_p95": 0.95})
     ws = win.groupBy("fw_version").agg(
         F.avg("coverage").alias("mean_coverage"),
         F.avg("loss_rate").alias("mean_loss_rate"),
         F.sum("reconnects").alias("reconnects"))
-    c = (hrs.join(rec, "fw_version").join(ws, "fw_version", "left")
+    c = (hrs.join(rssi, "fw_version", "left").join(lat, "fw_version", "left").join(ws, "fw_version", "left")
          .withColumn("crash_free_hours_pct", 100.0 * F.col("crash_free_hours") / F.col("device_hours"))
          .withColumn("reconnects_per_device_hour", F.col("reconnects") / F.col("device_hours")))
     order = Window.orderBy(version_key(), "fw_version")
@@ -257,14 +290,31 @@ def outliers(health, z=S.OUTLIER_Z, min_cohort=S.MIN_COHORT):
                     "cohort_devices", "score"))
 
 
+def stats(deduped):
+    """The job's one pass over the deduplicated records before the tables (it also fills the cache):
+    per _problem, delivered records (`n`), kept records (`kept`) and the ts range (`ts_min`, `ts_max`)."""
+    return deduped.groupBy("_problem").agg(F.sum("copies").alias("n"), F.count(F.lit(1)).alias("kept"),
+                                           F.min("ts").alias("ts_min"), F.max("ts").alias("ts_max")).collect()
+
+
 def build(classified, partitions=8, silent_after_s=S.SILENT_AFTER_S, min_cohort=S.MIN_COHORT,
           z=S.OUTLIER_Z):
-    """All tables as lazy DataFrames, plus the cached intermediates (to unpersist after)."""
+    """All tables as lazy DataFrames, the cached intermediates (to unpersist after) and the
+    rows of stats() (computed here: the newest ts and the first window are literals in the tables).
+
+    The records are shuffled once, by device_id (dedup); the windows, boots and device-hours are
+    grouped within those partitions and device_health joins them there, so only small
+    aggregates (per release, per cohort) move again."""
     deduped = dedup(classified, partitions).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = stats(deduped)
+    valid = [r for r in rows if r["_problem"] is None]
+    newest = valid[0]["ts_max"] if valid else None
+    first_window = None if not valid else valid[0]["ts_min"] - valid[0]["ts_min"] % (S.WINDOW_S * 1000)
     clean = clean_records(deduped)
     win = windows(clean).persist(StorageLevel.MEMORY_AND_DISK)
-    hours_fw = hours_by_release(clean)
-    health = device_health(win, boots(clean), hours_fw, silent_after_s).persist(StorageLevel.MEMORY_AND_DISK)
+    hours_fw = hours_by_release(clean).persist(StorageLevel.MEMORY_AND_DISK)
+    health = device_health(win, boots(clean), hours_fw, silent_after_s, first_window, newest
+                           ).persist(StorageLevel.MEMORY_AND_DISK)
     tables = {
         "clean": clean.drop("window_ms", "hour_ms", "unexpected"),
         "device_window": win.select(*WINDOW_COLUMNS),
@@ -272,4 +322,4 @@ def build(classified, partitions=8, silent_after_s=S.SILENT_AFTER_S, min_cohort=
         "firmware_cohort": firmware_cohort(clean, win, hours_fw),
         "outliers": outliers(health, z, min_cohort),
     }
-    return tables, {"deduped": deduped, "clean": clean, "win": win, "health": health}
+    return tables, {"deduped": deduped, "clean": clean, "win": win, "hours_fw": hours_fw, "health": health}, rows
