@@ -9,7 +9,6 @@ Fixtures:
   hil_broker    (host, port) the board publishes to
   hil_observer  a paho-mqtt Observer on that broker
 """
-import json
 import os
 import subprocess
 import sys
@@ -128,7 +127,7 @@ def device_config(request, broker, **kw):
            "broker": broker[0], "port": broker[1], "wifi_ssid": "hil-lab", "wifi_password": "hil-secret",
            "period_s": 1, "fw_version": "hil"}
     cfg.update(kw)
-    return json.loads(json.dumps(cfg))
+    return cfg
 
 
 def wait(cond, timeout=20, step=0.05):

@@ -96,7 +96,6 @@ class _Stream:
         self.sent = 0
         self.reader = PacketReader(max_packet)
         self.framed = True
-        self.packets = 0
 
 
 class Connection:
@@ -160,7 +159,6 @@ class Connection:
                     i = j
                     if st.framed and st.reader.ready:
                         t = st.reader.first >> 4
-                        st.packets += 1
                         p._log(self.n, d, wire.NAMES[t], st.reader.header_size() + st.reader.size,
                                "swallowed" if self.blackholed else "")
                         st.reader.reset()

@@ -39,10 +39,6 @@ def idle():
     pass
 
 
-def unique_id_hex():
-    return _vboard.info().get("id", "000000000000")
-
-
 class WDT:
     def __init__(self, id=0, timeout=5000):
         self.timeout = timeout

@@ -13,6 +13,7 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from fleetwire.host.collector import Collector, check_record
+from fleet_helpers import landed, until
 
 
 def record(device="d1", seq=1, **kw):
@@ -39,21 +40,6 @@ class Publisher:
         self.c.loop_stop()
 
 
-def landed(landing):
-    out = []
-    for path in glob.glob(os.path.join(landing, "date=*", "hour=*", "*.ndjson")):
-        with open(path) as f:
-            out += [json.loads(line) for line in f]
-    return out
-
-
-def until(cond, timeout=15):
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "condition not met within %s s" % timeout
-        time.sleep(0.05)
-
-
 def test_records_land_in_hourly_files_with_the_receive_time(fresh_mosquitto, tmp_path):
     b = fresh_mosquitto()
     land = str(tmp_path / "landing")
@@ -61,7 +47,7 @@ def test_records_land_in_hourly_files_with_the_receive_time(fresh_mosquitto, tmp
         p = Publisher(b)
         for i in range(1, 51):
             p.send(json.dumps(record(seq=i)))
-        until(lambda: c.landed == 50)
+        assert until(lambda: c.landed == 50)
         assert glob.glob(os.path.join(land, "date=*", "hour=*", "*.ndjson")) == []  # still being written
         p.close()
     files = glob.glob(os.path.join(land, "date=*", "hour=*", "*.ndjson"))
@@ -98,7 +84,7 @@ def test_bad_records_go_to_quarantine_and_the_good_ones_still_land(fresh_mosquit
         p.send(b"{broken")
         p.send(b"\x00\xff binary")
         p.send(json.dumps(record(seq=2)))
-        until(lambda: c.received == 4)
+        assert until(lambda: c.received == 4)
         p.close()
     assert sorted(r["seq"] for r in landed(land)) == [1, 2]
     (qfile,) = glob.glob(os.path.join(land, "_quarantine", "date=*", "c-q.ndjson"))
@@ -131,7 +117,7 @@ def test_nothing_is_lost_when_the_collector_is_killed_mid_stream(fresh_mosquitto
             if i == 2000:
                 assert glob.glob(os.path.join(land, "**", ".*.part"), recursive=True)  # left open
                 proc = start()  # picks up what the broker kept, finishes the old file
-        until(lambda: len({r["seq"] for r in landed(land) + partial(land)}) >= n, 30)
+        assert until(lambda: len({r["seq"] for r in landed(land) + partial(land)}) >= n, 600)
     finally:
         p.close()
         proc.send_signal(signal.SIGTERM)
@@ -160,7 +146,7 @@ def test_shared_subscription_splits_the_stream_between_collectors(fresh_mosquitt
         p = Publisher(b)
         for i in range(1, 201):
             p.send(json.dumps(record(seq=i)))
-        until(lambda: c1.landed + c2.landed >= 200)
+        assert until(lambda: c1.landed + c2.landed >= 200)
         p.close()
     assert c1.landed > 0 and c2.landed > 0  # both did part of the work
     assert sorted(r["seq"] for r in landed(land)) == list(range(1, 201))

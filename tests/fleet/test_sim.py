@@ -3,22 +3,13 @@ fleetwire's own asyncio client and vitals agent against mosquitto, live through 
 rollout, crashes and Wi-Fi drops, and every record they made reaches the collector."""
 import asyncio
 import collections
-import glob
 import json
-import os
 import subprocess
 import sys
 
 from fleetwire.host.collector import Collector, check_record
 from fleetwire.host.sim import RELEASES, Simulator
-
-
-def landed(landing):
-    out = []
-    for path in glob.glob(os.path.join(landing, "date=*", "hour=*", "*.ndjson")):
-        with open(path) as f:
-            out += [json.loads(line) for line in f]
-    return out
+from fleet_helpers import landed
 
 
 def test_a_simulated_fleet_reports_through_rollout_crashes_and_drops_and_loses_nothing(

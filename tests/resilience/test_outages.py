@@ -2,7 +2,6 @@
 (with and without its store), a long time offline, and a second device with the
 same client id. The device is the real client with reconnect=True, on MicroPython
 (96 KB heap) and on CPython, against mosquitto; paho-mqtt clients watch."""
-import time
 
 from fleetwire.host.observer import Observer
 
@@ -30,10 +29,8 @@ def test_a_silent_link_is_noticed_by_keepalive_and_the_will_goes_out(device, mak
     r = d.call("until_lost", ms=5000)
     assert r["lost"], "the client did not notice a dead link: %s" % r
     assert any("lost" in e and "keepalive" in e for e in r["events"]), r
-    # Keepalive 1 s: a PINGREQ goes out within 1 s of silence and is given up on
-    # 1 s + 100 ms later, so the loss is seen in 1.1 .. 2.1 s, plus scheduling on a
-    # busy machine. (The exact rule is specified with a fake clock in session_cases.)
-    assert 1000 <= r["ms"] <= 4000, r
+    # (when: keepalive + 100 ms after the unanswered PINGREQ, specified with a fake
+    # clock in tests/portable/session_cases.py; bench-free wall clocks stay out of tests)
     r = d.call("settle", ms=5000)
     assert r["connected"], "no reconnect after the dead link"
     assert p.accepted == 2
