@@ -35,9 +35,10 @@ def _source(files, fmt):
 
 
 def compute(files, fmt="ndjson", silent_after_s=SILENT_AFTER_S, min_cohort=5, z=3.5, threads=2,
-            memory_limit=None):
+            memory_limit=None, clean_out=None):
     """{table name: pandas DataFrame} for device_window, device_health, firmware_cohort, outliers,
-    and clean_count."""
+    and clean_count. With clean_out, the deduplicated records are also written there as Parquet
+    partitioned by date, as the Spark job writes its `clean` table (the bench wants equal work)."""
     con = duckdb.connect()
     con.execute("SET threads = %d" % threads)
     if memory_limit:
@@ -55,6 +56,10 @@ def compute(files, fmt="ndjson", silent_after_s=SILENT_AFTER_S, min_cohort=5, z=
                 AND fw_version IS NOT NULL AND period_s > 0)
         WHERE rn = 1""" % (WINDOW_MS, HOUR_MS, _source(files, fmt)))
     out = {"clean_count": con.execute("SELECT count(*) FROM clean").fetchone()[0]}
+    if clean_out:
+        con.execute("""COPY (SELECT %s, copies, CAST(to_timestamp(ts / 1000.0) AT TIME ZONE 'UTC' AS DATE) AS date FROM clean)
+                       TO '%s' (FORMAT parquet, PARTITION_BY (date), OVERWRITE_OR_IGNORE)""" % (
+            ", ".join(COLUMNS), clean_out.replace("'", "''")))
 
     def nearest_rank(group, col, ps, where):
         pcols = ", ".join("max(x) FILTER (WHERE rn = ceil(%r * n)) AS p%s" % (p, str(p)[2:].ljust(2, "0"))
