@@ -67,7 +67,7 @@ class Collector:
     every file. Counters: received, landed, quarantined, files."""
 
     def __init__(self, host, port, landing, collector_id="collector-1", share=None, topic=TOPIC,
-                 clock=time.time, fsync=False):
+                 clock=time.time, fsync=False, user=None, password=None):
         if not re.match(r"^[A-Za-z0-9_.-]+$", collector_id):
             raise ValueError("collector id %r: use letters, digits, '_', '.', '-'" % collector_id)
         self.host, self.port = host, port
@@ -81,7 +81,9 @@ class Collector:
         self._lock = threading.Lock()
         self._subscribed = threading.Event()
         self._client = None
-        self.error = None
+        self.user, self.password = user, password
+        self.connected = False
+        self.error = None      # why the broker last refused or dropped us, None while all is well
 
     # ---- life
 
@@ -90,16 +92,26 @@ class Collector:
         os.makedirs(self.landing, exist_ok=True)
         self.recover()
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.id, clean_session=False)
+        if self.user is not None:
+            c.username_pw_set(self.user, self.password)
+        elif self.password is not None:
+            raise ValueError("a password needs a user name (MQTT-3.1.2-22)")
         c.on_connect = self._on_connect
+        c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message
-        c.on_subscribe = lambda *a: self._subscribed.set()
+        c.on_subscribe = self._on_subscribe
         c.reconnect_delay_set(1, 30)
         self._client = c
         c.connect(self.host, self.port, keepalive=30)
         c.loop_start()
+        # set by the SUBACK, or by a refusal: a refused collector says why at once
         if not self._subscribed.wait(timeout):
+            why = "no SUBACK within %s s%s" % (timeout, " (%s)" % self.error if self.error else "")
+        else:
+            why = self.error
+        if why:
             self.stop()
-            raise RuntimeError("collector: no SUBACK from %s:%d within %s s" % (self.host, self.port, timeout))
+            raise RuntimeError("broker %s:%d: %s" % (self.host, self.port, why))
         return self
 
     def stop(self):
@@ -117,9 +129,25 @@ class Collector:
 
     def _on_connect(self, client, userdata, flags, rc, props):
         if rc != 0:
-            self.error = "broker refused the connection: %s" % rc
+            self.error = "refused the connection: %s" % rc   # paho names the return code
+            self._subscribed.set()
             return
+        self.connected = True
         client.subscribe(self.topic, 1)  # again after every reconnect: cheap, and safe
+
+    def _on_subscribe(self, client, userdata, mid, codes, props):
+        bad = [c for c in codes if c.is_failure]
+        if bad:
+            self.error = "refused the subscription to %s: %s" % (self.topic, bad[0])
+        else:
+            self.error = None
+        self._subscribed.set()
+
+    def _on_disconnect(self, client, userdata, flags, rc, props):
+        was, self.connected = self.connected, False
+        # after a refusal the broker closes the socket: keep the refusal as the reason
+        if was and self._client is not None and rc != 0:  # not our own disconnect(): paho reconnects
+            self.error = "connection lost: %s (reconnecting)" % rc
 
     # ---- records
 

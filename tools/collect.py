@@ -6,7 +6,9 @@ Runs until Ctrl-C or SIGTERM, then closes its files.
 
   fleetwire collect --broker 127.0.0.1:1883 --landing landing/
   fleetwire collect --broker 127.0.0.1:1883 --landing landing/ --id c2 --share fleet   # scale out
+  FLEETWIRE_MQTT_PASSWORD=... fleetwire collect --broker HOST:1883 --user collector --landing landing/
 """
+import os
 import signal
 import sys
 import time
@@ -22,6 +24,8 @@ def add_arguments(p):
     p.add_argument("--share", metavar="GROUP", help="join shared subscription $share/GROUP/... (several collectors)")
     p.add_argument("--topic", default="fleet/+/telemetry", help="topic filter (default %(default)s)")
     p.add_argument("--fsync", action="store_true", help="fsync each file before its rename (power-cut safe)")
+    p.add_argument("--user", help="MQTT user name; the password comes from $FLEETWIRE_MQTT_PASSWORD "
+                                  "(kept out of the process list)")
 
 
 def _stop(signum, frame):
@@ -36,7 +40,7 @@ def run(args):
         return 2
     try:
         c = Collector(host or "127.0.0.1", int(port), args.landing, args.id, args.share, args.topic,
-                      fsync=args.fsync)
+                      fsync=args.fsync, user=args.user, password=os.environ.get("FLEETWIRE_MQTT_PASSWORD"))
         c.start()
     except (OSError, ValueError, RuntimeError) as e:
         print("fleetwire collect: %s" % e, file=sys.stderr)
@@ -47,7 +51,8 @@ def run(args):
     try:
         while True:
             time.sleep(10)
-            print("  received %d, landed %d, quarantined %d" % (c.received, c.landed, c.quarantined), flush=True)
+            print("  received %d, landed %d, quarantined %d%s" % (
+                c.received, c.landed, c.quarantined, "; " + c.error if c.error else ""), flush=True)
     except KeyboardInterrupt:
         pass
     finally:

@@ -150,3 +150,42 @@ def test_shared_subscription_splits_the_stream_between_collectors(fresh_mosquitt
         p.close()
     assert c1.landed > 0 and c2.landed > 0  # both did part of the work
     assert sorted(r["seq"] for r in landed(land)) == list(range(1, 201))
+
+
+def test_a_collector_logs_in_and_a_refused_one_says_why_at_once(fresh_mosquitto, tmp_path):
+    b = fresh_mosquitto(users={"collector": "s3cret"}, allow_anonymous=False)
+    land = str(tmp_path / "landing")
+    # the refusal ends the wait (a timeout would say "no SUBACK within 30 s")
+    with pytest.raises(RuntimeError, match=r"^broker 127\.0\.0\.1:\d+: refused the connection: "
+                                           r"(Not authorized|Bad user name or password)"):
+        Collector(b.host, b.port, land, "c-bad", user="collector", password="wrong").start(timeout=30)
+    with Collector(b.host, b.port, land, "c-ok", user="collector", password="s3cret") as c:
+        p = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="pub-auth")
+        p.username_pw_set("collector", "s3cret")
+        p.connect(b.host, b.port)
+        p.loop_start()
+        p.publish("fleet/d1/telemetry", json.dumps(record(seq=1)), qos=1).wait_for_publish(10)
+        assert until(lambda: c.landed == 1)
+        assert c.connected and c.error is None
+        p.disconnect()
+        p.loop_stop()
+
+
+def test_the_collect_command_reports_a_refusal_and_exits_2(fresh_mosquitto, tmp_path):
+    b = fresh_mosquitto(users={"collector": "s3cret"}, allow_anonymous=False)
+    env = dict(os.environ, FLEETWIRE_MQTT_PASSWORD="wrong")
+    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "collect", "--broker",
+                        "127.0.0.1:%d" % b.port, "--landing", str(tmp_path / "l"), "--user", "collector"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2
+    assert "refused the connection" in r.stderr, r.stderr
+
+
+def test_a_collector_reports_a_lost_broker_and_comes_back(fresh_mosquitto, tmp_path):
+    b = fresh_mosquitto(persistence=True)
+    land = str(tmp_path / "landing")
+    with Collector(b.host, b.port, land, "c-lost") as c:
+        b.stop()
+        assert until(lambda: not c.connected and c.error and "connection lost" in c.error)
+        b.start()
+        assert until(lambda: c.connected and c.error is None, tries=1200)
