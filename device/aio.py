@@ -149,6 +149,10 @@ class AsyncClient:
         s = self._s
         return s.pending + s.inflight + (s.store.backlog if s.store is not None else 0)
 
+    @property
+    def store(self):
+        return self._s.store
+
     # ---- the connection
 
     async def _open(self):

@@ -235,6 +235,11 @@ class MQTTClient:
         return self._s.inflight
 
     @property
+    def store(self):
+        """The opened message store, None without one (its `backlog`: messages held in flash)."""
+        return self._s.store
+
+    @property
     def dropped(self):
         return self._s.dropped
 

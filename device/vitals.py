@@ -198,7 +198,7 @@ class Vitals:
         free = b.heap_free()
         low = b.heap_min()
         depth = c.pending if c is not None else 0
-        store = c._s.store if c is not None and hasattr(c, "_s") else None
+        store = getattr(c, "store", None)
         buf = self._buf
         K = _KEYS
         i = _copy(buf, 0, K[0])
