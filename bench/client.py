@@ -1,11 +1,16 @@
 """Client benchmark: fleetwire beside umqtt.simple on the MicroPython unix port, and
 beside paho-mqtt on CPython, in one run against a local mosquitto. Prints a table.
 
-    .venv/bin/python bench/client.py --umqtt PATH [--n 2000] [--repeat 3]
+    .venv/bin/python bench/client.py --umqtt PATH [--micropython-src SRC] [--n 2000] [--repeat 3]
 
 PATH is micropython-lib's umqtt.simple: a checkout of micropython/micropython-lib (for
 example one fetched for the bench) or the simple.py file itself. It is read at bench
 time and never committed here. Without --umqtt, the umqtt columns are left out.
+
+SRC is a MicroPython source tree (a checkout of micropython/micropython; its
+lib/micropython-lib submodule, or the --umqtt checkout, is needed by its build). With it
+the bench builds a unix port with both clients frozen in, as a board's firmware built
+from firmware/manifest.py carries them, and measures the heap with code in flash.
 """
 import argparse
 import os
@@ -81,10 +86,48 @@ class Counter:
         self.c.disconnect()
 
 
-def run_device(lib, client, what, broker, heap="256K", n=0, on_line=None, timeout=300):
+def frozen_build(src, lib, mpy_lib, work):
+    """Build MicroPython's unix port from src with the packages in lib (fleetwire and, if
+    there, umqtt) frozen; return the binary. Code frozen is bytecode in the executable's
+    read-only data, as in a board's flash: importing it puts no code in the heap."""
+    os.makedirs(work, exist_ok=True)
+    manifest = os.path.join(work, "manifest.py")
+    with open(manifest, "w") as f:
+        for pkg in ("fleetwire", "umqtt"):
+            if os.path.isdir(os.path.join(lib, pkg)):
+                f.write("package(%r, base_path=%r, opt=3)\n" % (pkg, lib))
+    jobs = "-j%d" % (os.cpu_count() or 1)
+    for cmd in (["make", "-C", os.path.join(src, "mpy-cross"), jobs],
+                ["make", "-C", os.path.join(src, "ports", "unix"), jobs, "VARIANT=standard",
+                 "BUILD=" + os.path.join(work, "build"), "FROZEN_MANIFEST=" + manifest,
+                 "MPY_LIB_DIR=" + mpy_lib,
+                 # modules neither client needs, whose sources are further submodules
+                 "MICROPY_PY_FFI=0", "MICROPY_PY_BTREE=0", "MICROPY_PY_SSL=0", "MICROPY_SSL_MBEDTLS=0"]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            sys.exit("building MicroPython failed: %s\n%s" % (" ".join(cmd), (r.stdout + r.stderr)[-3000:]))
+    return os.path.join(work, "build", "micropython")
+
+
+HARNESS = []  # the directory of client_device.mpy, once compiled
+
+
+def compile_harness(tmp):
+    """client_device.py as .mpy: the harness's own code then costs the heap little, as it
+    would not on a board either, so "smallest heap" measures the client."""
+    d = os.path.join(tmp, "harness")
+    os.makedirs(d, exist_ok=True)
+    r = subprocess.run([build.mpy_cross_command(), "-o", os.path.join(d, "client_device.mpy"),
+                        "-s", "client_device.py", DEVICE], capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(r.stderr)
+    HARNESS.append(d)
+
+
+def run_device(lib, client, what, broker, heap="256K", n=0, on_line=None, timeout=300, binary=None):
     env = dict(os.environ)
-    env["MICROPYPATH"] = lib + os.pathsep + ".frozen"
-    cmd = [micropython.binary(), "-X", "heapsize=" + heap, DEVICE, client, what, broker.host,
+    env["MICROPYPATH"] = os.pathsep.join([HARNESS[0], lib, ".frozen"])
+    cmd = [binary or micropython.binary(), "-X", "heapsize=" + heap, "-m", "client_device", client, what, broker.host,
            str(broker.port), str(n)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     result = None
@@ -109,7 +152,7 @@ def rate(lib, client, what, broker, counter, n):
     return n / (counter.last - t["go"])
 
 
-def min_heap(lib, client, broker):
+def min_heap(lib, client, broker, binary=None):
     """Smallest -X heapsize (KB) at which the scenario succeeds."""
     import paho.mqtt.client as mqtt
 
@@ -123,7 +166,8 @@ def min_heap(lib, client, broker):
                 for i in range(10):
                     pub.publish("bench/in", b"m%d" % i, qos=1)
         try:
-            return run_device(lib, client, "scenario", broker, heap="%dK" % kb, on_line=feed, timeout=60) == 1
+            return run_device(lib, client, "scenario", broker, heap="%dK" % kb, on_line=feed, timeout=60,
+                              binary=binary) == 1
         finally:
             pub.loop_stop()
             pub.disconnect()
@@ -182,10 +226,12 @@ def cpython_rates(broker, n):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--umqtt", help="micropython-lib checkout or umqtt/simple.py (read at bench time)")
+    ap.add_argument("--micropython-src", help="MicroPython source tree: also measure both clients frozen")
     ap.add_argument("--n", type=int, default=2000, help="messages per throughput run")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="fw-bench-")
+    compile_harness(tmp)
     trees = {}
     for mpy in (True, False):
         out = os.path.join(tmp, "fw-mpy" if mpy else "fw-py")
@@ -195,6 +241,16 @@ def main():
             umqtt_tree(args.umqtt, lib, mpy)
         trees[mpy] = lib
     clients = ["fleetwire"] + (["umqtt"] if args.umqtt else [])
+    frozen = None
+    if args.micropython_src:
+        src = os.path.abspath(args.micropython_src)
+        mpy_lib = os.path.join(src, "lib", "micropython-lib")
+        if not os.path.exists(os.path.join(mpy_lib, "README.md")) and args.umqtt and os.path.isdir(args.umqtt):
+            mpy_lib = os.path.abspath(args.umqtt)
+        print("building MicroPython's unix port with the clients frozen ...", flush=True)
+        frozen = frozen_build(src, trees[False], mpy_lib, os.path.join(tmp, "frozen"))
+        empty = os.path.join(tmp, "empty")   # MICROPYPATH with no files: imports come from .frozen
+        os.makedirs(empty)
     rows = []
 
     def med(f):
@@ -210,24 +266,31 @@ def main():
             res[cl, "connect+subscribe"] = med(lambda: run_device(trees[True], cl, "connect", broker))
             res[cl, "alloc/QoS0 publish"] = med(lambda: run_device(trees[True], cl, "alloc0", broker))
             res[cl, "alloc/QoS1 publish"] = med(lambda: run_device(trees[True], cl, "alloc1", broker))
+            res[cl, "QoS0 calls/s (device)"] = med(lambda: run_device(trees[True], cl, "calls0", broker,
+                                                                       n=5 * args.n))
             res[cl, "QoS0 msg/s"] = med(lambda: rate(trees[True], cl, "rate0", broker, counter, args.n))
             n1 = args.n if cl == "fleetwire" else min(args.n, 200)  # umqtt: ~20/s stop-and-wait
             res[cl, "QoS1 msg/s"] = med(lambda: rate(trees[True], cl, "rate1", broker, counter, n1))
             res[cl, "min heap KB"] = min_heap(trees[True], cl, broker)
-            # what a frozen build (code in flash, as on a board's firmware) keeps in RAM
-            res[cl, "connect-import (frozen)"] = res[cl, "connect+subscribe"] - res[cl, "import .mpy"]
+            if frozen:
+                res[cl, "import (frozen)"] = med(lambda: run_device(empty, cl, "import", broker, binary=frozen))
+                res[cl, "connect (frozen)"] = med(lambda: run_device(empty, cl, "connect", broker, binary=frozen))
+                res[cl, "min heap KB (frozen)"] = min_heap(empty, cl, broker, binary=frozen)
         counter.close()
         cpy = cpython_rates(broker, args.n)
     print()
     print("MicroPython unix port (%s), median of %d" % (micropython.binary(), args.repeat))
-    head = "%-22s" % "measure" + "".join("%14s" % c for c in clients)
+    head = "%-24s" % "measure" + "".join("%14s" % c for c in clients)
     if "umqtt" in clients:
         head += "%12s" % "ratio"
     print(head)
-    for what in ("import .py", "import .mpy", "connect+subscribe", "connect-import (frozen)",
-                 "alloc/QoS0 publish",
-                 "alloc/QoS1 publish", "QoS0 msg/s", "QoS1 msg/s", "min heap KB"):
-        line = "%-22s" % what
+    for what in ("import .py", "import .mpy", "connect+subscribe", "import (frozen)", "connect (frozen)",
+                 "alloc/QoS0 publish", "alloc/QoS1 publish", "QoS0 calls/s (device)", "QoS0 msg/s", "QoS1 msg/s",
+                 "min heap KB",
+                 "min heap KB (frozen)"):
+        if what.endswith("(frozen)") and not frozen:
+            continue
+        line = "%-24s" % what
         vals = [res.get((c, what)) for c in clients]
         for v in vals:
             line += "%14s" % ("-" if v is None else ("%.0f" % v))

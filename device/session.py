@@ -120,6 +120,7 @@ class Session:
         self.password = None
         self.reader = PacketReader(max_packet)
         self.tx = bytearray(max_packet)
+        self._valid_topic = None  # the last bytes topic name check_name() passed
         # Outbound messages: slots in three singly linked lists (free, pending =
         # accepted not yet sent, inflight = sent QoS>0 awaiting completion), so
         # order is kept and every operation is O(1) or O(max_inflight).
@@ -226,8 +227,13 @@ class Session:
     # ---- application calls
 
     def publish(self, topic, msg, qos=0, retain=False):
-        """Accept a message (bytes topic and msg, held by reference) -> packet id (0 for QoS 0)."""
-        check_name(topic)
+        """Accept a message (bytes topic and msg, held by reference; a topic of another type is
+        copied) -> packet id (0 for QoS 0)."""
+        if type(topic) is not bytes:
+            topic = bytes(topic)  # held until sent: a caller's buffer could change meanwhile
+        if topic is not self._valid_topic:  # a device publishes to a few topics, over and over
+            check_name(topic)
+            self._valid_topic = topic     # bytes are immutable: checked once is checked for good
         if qos < 0 or qos > 2:
             raise ValueError("qos must be 0, 1 or 2")
         if wire.varint_size(len(topic) + len(msg) + 4) + 5 + len(topic) + len(msg) > len(self.tx):
@@ -420,8 +426,8 @@ class Session:
                     n = self.store.load(self._h[s], tx)
                     tx[0] |= 8   # DUP
                     return n
-                return wire.pack_publish(tx, self._topic[s], self._msg[s], fl & 3,
-                                         fl & _RETAIN, True, self._pid[s])
+                return wire.put_publish(tx, self._topic[s], self._msg[s], fl & 3,
+                                        fl & _RETAIN, True, self._pid[s])
             self._resend = 0
         s = self._pend_head
         if s == _NIL:
@@ -430,7 +436,7 @@ class Session:
         qos = fl & 3
         if qos and self.inflight >= self.max_inflight:
             return 0
-        n = wire.pack_publish(tx, self._topic[s], self._msg[s], qos, fl & _RETAIN, False, self._pid[s])
+        n = wire.put_publish(tx, self._topic[s], self._msg[s], qos, fl & _RETAIN, False, self._pid[s])
         # off the pending list
         self._pend_head = self._next[s]
         if self._pend_head == _NIL:

@@ -195,6 +195,12 @@ def pack_publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0):
             fail("DUP set on a QoS 0 PUBLISH", "MQTT-3.3.1-2")
         if pid:
             fail("a QoS 0 PUBLISH carries no packet identifier", "MQTT-2.3.1-5")
+    return put_publish(buf, topic, payload, qos, retain, dup, pid)
+
+
+def put_publish(buf, topic, payload, qos, retain, dup, pid):
+    """pack_publish without checking the topic, QoS and packet id: for a caller that checked
+    them when it accepted the message (the session's send path), as it sends many times."""
     tl = len(topic)
     pl = len(payload)
     i = _header(buf, 0x30 | (8 if dup else 0) | qos << 1 | (1 if retain else 0),

@@ -255,6 +255,25 @@ def test_MQTT_4_7_1_1_wildcards_in_a_publish_topic_are_refused():
     raises(ValueError, s.publish, b"a/#", b"x", 0)
 
 
+def test_MQTT_4_7_1_1_a_topic_is_checked_on_every_publish_unless_it_is_the_same_bytes():
+    # the session remembers the last bytes topic that passed, to skip the check on a
+    # device's repeated publishes; a mutable topic is copied, so changing the caller's
+    # buffer later changes neither what is sent nor what was checked
+    s = session()
+    good = b"fleet/t"
+    s.publish(good, b"1", 0)
+    s.publish(good, b"2", 0)
+    raises(ValueError, s.publish, b"fleet/+", b"x", 0)
+    raises(ValueError, s.publish, b"fleet/+", b"x", 0)
+    t = bytearray(b"fleet/a")
+    s.publish(t, b"3", 0)
+    t[6] = ord("#")
+    raises(ValueError, s.publish, t, b"4", 0)
+    s.publish(good, b"5", 0)
+    eq([(p.topic, p.payload) for p in out(s)],
+       [("fleet/t", b"1"), ("fleet/t", b"2"), ("fleet/a", b"3"), ("fleet/t", b"5")])
+
+
 # ---- resending after a reconnect
 
 def test_MQTT_4_4_0_1_unacked_publishes_are_resent_with_original_ids_and_dup():
