@@ -109,24 +109,25 @@ def frozen_build(src, lib, mpy_lib, work):
     return os.path.join(work, "build", "micropython")
 
 
-HARNESS = []  # the directory of client_device.mpy, once compiled
+HARNESS = None  # the directory of client_device.mpy, once compiled
 
 
 def compile_harness(tmp):
     """client_device.py as .mpy: the harness's own code then costs the heap little, as it
     would not on a board either, so "smallest heap" measures the client."""
+    global HARNESS
     d = os.path.join(tmp, "harness")
     os.makedirs(d, exist_ok=True)
     r = subprocess.run([build.mpy_cross_command(), "-o", os.path.join(d, "client_device.mpy"),
                         "-s", "client_device.py", DEVICE], capture_output=True, text=True)
     if r.returncode:
         sys.exit(r.stderr)
-    HARNESS.append(d)
+    HARNESS = d
 
 
 def run_device(lib, client, what, broker, heap="256K", n=0, on_line=None, timeout=300, binary=None):
     env = dict(os.environ)
-    env["MICROPYPATH"] = os.pathsep.join([HARNESS[0], lib, ".frozen"])
+    env["MICROPYPATH"] = os.pathsep.join([HARNESS, lib, ".frozen"])
     cmd = [binary or micropython.binary(), "-X", "heapsize=" + heap, "-m", "client_device", client, what, broker.host,
            str(broker.port), str(n)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -266,8 +267,9 @@ def main():
             res[cl, "connect+subscribe"] = med(lambda: run_device(trees[True], cl, "connect", broker))
             res[cl, "alloc/QoS0 publish"] = med(lambda: run_device(trees[True], cl, "alloc0", broker))
             res[cl, "alloc/QoS1 publish"] = med(lambda: run_device(trees[True], cl, "alloc1", broker))
-            res[cl, "QoS0 calls/s (device)"] = med(lambda: run_device(trees[True], cl, "calls0", broker,
-                                                                       n=5 * args.n))
+            for what, row in (("calls0", "QoS0 calls/s (device)"), ("calls0-nodelay", "  both TCP_NODELAY"),
+                              ("calls0-nagle", "  both Nagle")):
+                res[cl, row] = med(lambda: run_device(trees[True], cl, what, broker, n=5 * args.n))
             res[cl, "QoS0 msg/s"] = med(lambda: rate(trees[True], cl, "rate0", broker, counter, args.n))
             n1 = args.n if cl == "fleetwire" else min(args.n, 200)  # umqtt: ~20/s stop-and-wait
             res[cl, "QoS1 msg/s"] = med(lambda: rate(trees[True], cl, "rate1", broker, counter, n1))
@@ -285,7 +287,8 @@ def main():
         head += "%12s" % "ratio"
     print(head)
     for what in ("import .py", "import .mpy", "connect+subscribe", "import (frozen)", "connect (frozen)",
-                 "alloc/QoS0 publish", "alloc/QoS1 publish", "QoS0 calls/s (device)", "QoS0 msg/s", "QoS1 msg/s",
+                 "alloc/QoS0 publish", "alloc/QoS1 publish", "QoS0 calls/s (device)", "  both TCP_NODELAY",
+                 "  both Nagle", "QoS0 msg/s", "QoS1 msg/s",
                  "min heap KB",
                  "min heap KB (frozen)"):
         if what.endswith("(frozen)") and not frozen:

@@ -1,7 +1,8 @@
 # The device side of bench/client.py: one measurement per run, on the MicroPython
 # unix port (or CPython), for fleetwire or umqtt.simple (same API subset).
 #   micropython client_device.py CLIENT WHAT HOST PORT [N]
-# CLIENT: fleetwire | umqtt.  WHAT: import | connect | alloc0 | alloc1 | calls0 | rate0 | rate1 | scenario
+# CLIENT: fleetwire | umqtt.  WHAT: import | connect | alloc0 | alloc1 | calls0[-nodelay|-nagle] |
+#   rate0 | rate1 | scenario
 # Prints one line "RESULT <what> <number>" (bytes, or messages for the rates).
 import sys
 import gc
@@ -79,16 +80,19 @@ if what in ("alloc0", "alloc1"):
     c.disconnect()
     sys.exit(0)
 
-if what == "calls0":
+if what.startswith("calls0"):
     # the device's own cost of a QoS 0 publish, from its clock: the client's code and its
-    # socket writes (fleetwire sets TCP_NODELAY: a segment per packet; umqtt.simple does not)
+    # socket writes. fleetwire sets TCP_NODELAY (a segment per packet), umqtt.simple does
+    # not; calls0-nodelay / calls0-nagle give both clients the same setting.
     import time
+    if what != "calls0":
+        c.sock.setsockopt(6, 1, 1 if what == "calls0-nodelay" else 0)  # IPPROTO_TCP, TCP_NODELAY
     topic = b"bench/calls"   # not bench/out: the subscriber counting the rates must not see these
     t0 = time.ticks_us()
     for i in range(n):
         publish(0)
     dt = time.ticks_diff(time.ticks_us(), t0)
-    print("RESULT calls0 %d" % (n * 1000000 // dt))
+    print("RESULT %s %d" % (what, n * 1000000 // dt))
     c.disconnect()
     sys.exit(0)
 

@@ -3,6 +3,7 @@ definitions (tests/analytics/analytics_reference.py), on generated fleets of 1M 
 
   .venv/bin/python bench/spark_report.py                 # 1M and 10M, Parquet input
   .venv/bin/python bench/spark_report.py --sizes 1M --format ndjson
+  .venv/bin/python bench/spark_report.py --sizes 10M --spark-conf spark.shuffle.compress=true
 
 Each engine runs in its own process; the bench samples /proc for that process tree's CPU time
 and peak resident memory. "job s" is the engine's own time for the job (Spark: after the
@@ -72,11 +73,11 @@ def measure(cmd, env=None):
     return json.loads(line), wall, cpu, peak
 
 
-def child_spark(landing, out, fmt):
+def child_spark(landing, out, fmt, conf=None):
     sys.path.insert(0, ROOT)
     from fleetwire.host.analytics import job, session
     t = time.time()
-    spark = session.build("local[2]", app="bench", shuffle_partitions=8)
+    spark = session.build("local[2]", app="bench", shuffle_partitions=8, extra=conf)
     start = time.time() - t         # JVM and session start: fixed, reported apart from the job
     t = time.time()
     res = job.run(spark, job.Config(input=landing, out=out, fmt=fmt, report=False, log=lambda m: None))
@@ -142,11 +143,17 @@ def main():
     ap.add_argument("--sizes", default="1M,10M", help="comma-separated: 1M, 10M or a number of records")
     ap.add_argument("--format", choices=("parquet", "ndjson"), default="parquet")
     ap.add_argument("--work", default=None, help="working directory (default: a temporary one)")
+    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting over the job's own, e.g. spark.shuffle.compress=true (repeatable)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if any("=" not in kv for kv in a.spark_conf):
+        ap.error("--spark-conf takes KEY=VALUE")
     if a.child:
         engine, landing, out, fmt = a.child
-        return (child_spark if engine == "spark" else child_duckdb)(landing, out, fmt)
+        if engine == "spark":
+            return child_spark(landing, out, fmt, dict(kv.split("=", 1) for kv in a.spark_conf))
+        return child_duckdb(landing, out, fmt)
     sys.path.insert(0, ROOT)
     from fleetwire.host.analytics import generator
     work = a.work or tempfile.mkdtemp(prefix="fleetwire-bench-")
@@ -166,7 +173,8 @@ def main():
         for engine in ("spark", "duckdb"):
             out = os.path.join(work, "out-%s-%s" % (size, engine))
             info, wall, cpu, peak = measure([sys.executable, os.path.abspath(__file__), "--child", engine,
-                                             landing, out, a.format])
+                                             landing, out, a.format]
+                                            + ["--spark-conf=" + kv for kv in a.spark_conf])
             res[engine] = dict(info, wall=wall, cpu=cpu, peak=peak, out=out)
             print("  %-6s %s: job %.1f s, process %.1f s%s, CPU %.1f s, %.0f k rows/s, peak RSS %.0f MiB" % (
                 engine, size, info["job_s"], wall,

@@ -160,7 +160,7 @@ class FileStore:
 
     def add(self, topic, msg, qos, retain, pid):
         seq = self._next
-        n = wire.pack_publish(self._body, topic, msg, qos, retain, False, pid)
+        n = wire.put_publish(self._body, topic, msg, qos, retain, False, pid)  # checked by the session
         self._write("q", seq, _OUT, n, pid)
         self._next += 1
         if self.backlog == 0:

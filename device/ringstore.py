@@ -188,7 +188,7 @@ class RingStore:
         n = 2 + len(topic) + 2 + len(msg)
         n += wire.varint_size(n) + 1
         a = self._room(n)
-        n = wire.pack_publish(self._body, topic, msg, qos, retain, False, pid)
+        n = wire.put_publish(self._body, topic, msg, qos, retain, False, pid)  # checked by the session
         self._write(a, _OUT, n, pid)
         if self.backlog == 0:
             self._cur = a

@@ -79,7 +79,7 @@ class Collector:
         self.received = self.landed = self.quarantined = self.files = 0
         self._open = {}        # (date, hour) -> (file, part path, final path)
         self._lock = threading.Lock()
-        self._subscribed = threading.Event()
+        self._answered = threading.Event()   # a SUBACK or a refusal came
         self._client = None
         self.user, self.password = user, password
         self.connected = False
@@ -104,8 +104,8 @@ class Collector:
         self._client = c
         c.connect(self.host, self.port, keepalive=30)
         c.loop_start()
-        # set by the SUBACK, or by a refusal: a refused collector says why at once
-        if not self._subscribed.wait(timeout):
+        # a refused collector says why at once, not after the timeout
+        if not self._answered.wait(timeout):
             why = "no SUBACK within %s s%s" % (timeout, " (%s)" % self.error if self.error else "")
         else:
             why = self.error
@@ -130,7 +130,7 @@ class Collector:
     def _on_connect(self, client, userdata, flags, rc, props):
         if rc != 0:
             self.error = "refused the connection: %s" % rc   # paho names the return code
-            self._subscribed.set()
+            self._answered.set()
             return
         self.connected = True
         client.subscribe(self.topic, 1)  # again after every reconnect: cheap, and safe
@@ -141,7 +141,7 @@ class Collector:
             self.error = "refused the subscription to %s: %s" % (self.topic, bad[0])
         else:
             self.error = None
-        self._subscribed.set()
+        self._answered.set()
 
     def _on_disconnect(self, client, userdata, flags, rc, props):
         was, self.connected = self.connected, False

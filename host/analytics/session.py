@@ -90,8 +90,8 @@ def build(master=None, app="fleetwire-report", shuffle_partitions=None, extra=No
         # (a 300 MB landing zone is otherwise 3 splits on 2 cores)
         conf["spark.sql.files.minPartitionNum"] = str(4 * _cores(master))
         # on one machine the shuffle and the cache are CPU-bound, not disk- or network-bound:
-        # compressing the records' one shuffle and the cached intermediates cost about a quarter
-        # of the job's CPU (measured at 10M records) and saved nothing
+        # compressing the records' one shuffle and the cached intermediates cost about a tenth
+        # of the job's time and CPU at 10M records (bench/spark_report.py --spark-conf) and saved nothing
         conf["spark.shuffle.compress"] = "false"
         conf["spark.shuffle.spill.compress"] = "false"
         conf["spark.sql.inMemoryColumnarStorage.compressed"] = "false"

@@ -100,20 +100,3 @@ def test_formatting_a_record_allocates_nothing(device, mosquitto, interp, tmp_pa
     if interp == "micropython":  # gc.mem_alloc is the measure (64-bit port: every number is a small int)
         assert r["alloc"] == 0, "%d bytes allocated by 100 records" % r["alloc"]
 
-
-def test_store_used_counts_the_records_waiting_in_the_clients_store(tmp_path):
-    # offline with a store: QoS 1 messages wait in flash, and the record says how many
-    from fleetwire import MQTTClient
-    from fleetwire.ramstore import RamStore
-    from fleetwire.vitals import Vitals
-    c = MQTTClient(b"vit-store", "127.0.0.1", 1, reconnect=True, store=RamStore())
-    v = Vitals(c, "vit-store", "2.1.0", state=str(tmp_path / "v.json"))
-    v.boot()
-    assert json.loads(bytes(v.make()))["store_used"] == 0
-    for i in range(3):
-        c.publish(b"fleet/vit-store/log", b"m%d" % i, qos=1, block=False)
-    assert c.store.backlog == 3
-    assert json.loads(bytes(v.make()))["store_used"] == 3
-    alone = Vitals(None, "no-client", "2.1.0", state=str(tmp_path / "w.json"))
-    alone.boot()
-    assert json.loads(bytes(alone.make()))["store_used"] == 0
