@@ -6,25 +6,17 @@
 import asyncio
 
 from .session import (Session, MQTTException, ConnectRefused, ProtocolError, SessionTakenOver,
-                      CONNECTING, CONNECTED, DISCONNECTED, to_bytes, backoff, open_store)
+                      CONNECTING, CONNECTED, DISCONNECTED, to_bytes, backoff, open_store, say)
 from .codec.errors import CodecError
 
 try:
     from time import ticks_ms, ticks_diff
 except ImportError:
-    import time as _time
-
-    def ticks_ms():
-        return int(_time.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
-
+    from .cpython import ticks_ms, ticks_diff
 try:
     from random import getrandbits
-except ImportError:
-    def getrandbits(n):
-        return ticks_ms() & ((1 << n) - 1)
+except ImportError:  # a port built without random
+    from .cpython import getrandbits
 
 
 class AsyncClient:
@@ -86,7 +78,7 @@ class AsyncClient:
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
         if not 0 <= qos <= 2:
-            raise ValueError("qos must be 0, 1 or 2")
+            raise ValueError(say("qos"))
         self._s.will = (to_bytes(topic), to_bytes(msg), qos, bool(retain))
 
     async def connect(self, clean_session=True):
@@ -105,7 +97,7 @@ class AsyncClient:
             msg = msg.encode("utf-8")
         s = self._s
         if s.state != CONNECTED and not self._retrying:
-            raise self._fatal or MQTTException("not connected")
+            raise self._fatal or MQTTException(say("not_conn"))
         pid = s.publish(to_bytes(topic), bytes(msg), qos, retain)
         await self._flush()
         if qos and wait:
@@ -118,7 +110,7 @@ class AsyncClient:
         await self._until(lambda: pid in self._sub_rc)
         rc = self._sub_rc.pop(pid)
         if rc == 0x80:
-            raise MQTTException("broker refused the subscription to %r" % (topic,))
+            raise MQTTException(say("sub_refuse", topic))
         return rc
 
     async def unsubscribe(self, topic):
@@ -206,10 +198,10 @@ class AsyncClient:
             if self._fatal is not None:
                 raise self._fatal
             if (strict or not self._retrying) and (self._error is not None or self._s.state == DISCONNECTED):
-                raise self._error or MQTTException("not connected")
+                raise self._error or MQTTException(say("not_conn"))
             left = self.timeout * 1000 - ticks_diff(ticks_ms(), t0)
             if left <= 0:
-                raise MQTTException("timed out after %d s" % self.timeout)
+                raise MQTTException(say("timeout", int(self.timeout * 1000)))
             try:
                 await asyncio.wait_for(self._ev.wait(), left / 1000)
             except asyncio.TimeoutError:
@@ -281,13 +273,13 @@ class AsyncClient:
                     n = len(data)
                 if not n:
                     self._eof = True
-                    raise OSError(104, "connection closed by the broker")
+                    raise OSError(104, say("closed"))
                 i = 0
                 while i < n:
                     try:
                         i = rd.feed(data, i, n)
                     except CodecError as e:
-                        raise ProtocolError("malformed packet from the broker: %s" % e)
+                        raise ProtocolError(say("malformed", e))
                     if rd.ready:
                         s.handle(ticks_ms())
                 await self._flush()

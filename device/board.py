@@ -16,13 +16,7 @@ except ImportError:
 try:
     from time import ticks_ms, ticks_diff
 except ImportError:
-    import time as _t
-
-    def ticks_ms():
-        return int(_t.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
+    from .cpython import ticks_ms, ticks_diff
 
 import time
 

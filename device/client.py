@@ -7,33 +7,19 @@ import select
 
 try:
     from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
-except ImportError:  # CPython
-    import time as _time
-
-    def ticks_ms():
-        return int(_time.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
-
-    def ticks_add(a, b):
-        return a + b
-
-    def sleep_ms(ms):
-        _time.sleep(ms / 1000)
-
+except ImportError:
+    from .cpython import ticks_ms, ticks_diff, ticks_add, sleep_ms
 try:
     from random import getrandbits
-except ImportError:  # a port without random: jitter from the clock
-    def getrandbits(n):
-        return ticks_ms() & ((1 << n) - 1)
+except ImportError:  # a port built without random
+    from .cpython import getrandbits
 
 from .codec.errors import CodecError
 # `from .session import ...`, never `from . import session`: the package's lazy
 # __getattr__ would answer for the submodule on MicroPython.
 from .session import (Session, MQTTException, ConnectRefused, QueueFull, ProtocolError,  # noqa: F401
                       StoreFull, SessionTakenOver, CONNECTING, CONNECTED, DISCONNECTED, to_bytes, backoff,
-                      open_store)
+                      open_store, say)
 
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT
@@ -104,9 +90,9 @@ class MQTTClient:
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
         if not 0 <= qos <= 2:
-            raise ValueError("qos must be 0, 1 or 2")
+            raise ValueError(say("qos"))
         if not topic:
-            raise ValueError("the will needs a topic")
+            raise ValueError(say("will_topic"))
         self._s.will = (to_bytes(topic), to_bytes(msg), qos, bool(retain))
 
     def connect(self, clean_session=True, timeout=None):
@@ -175,7 +161,7 @@ class MQTTClient:
             msg = bytes(msg)  # a caller may reuse its buffer: keep a copy
         s = self._s
         if block and s.state != CONNECTED and not self.reconnect:
-            raise MQTTException("not connected")
+            raise MQTTException(say("not_conn"))
         pid = s.publish(topic, msg, qos, retain)
         if self.sock:
             try:
@@ -189,13 +175,13 @@ class MQTTClient:
     def subscribe(self, topic, qos=0):
         """Subscribe and wait for SUBACK; raises MQTTException if the broker refuses."""
         if self.cb is None:
-            raise MQTTException("set_callback() before subscribe(), or messages have nowhere to go")
+            raise MQTTException(say("no_cb"))
         pid = self._s.subscribe(to_bytes(topic), qos)
         self._sub_rc = -1
         self._sub_pid = pid
         self._wait(_until_suback, pid, self.timeout_ms)
         if self._sub_rc == 0x80:
-            raise MQTTException("broker refused the subscription to %r" % (topic,))
+            raise MQTTException(say("sub_refuse", topic))
         return self._sub_rc
 
     def unsubscribe(self, topic):
@@ -256,7 +242,7 @@ class MQTTClient:
         if not self.sock:
             if self.reconnect and self._up_at >= 0 and not self._in_connect:
                 return self._retry(timeout_ms)
-            raise MQTTException("not connected")
+            raise MQTTException(say("not_conn"))
         s = self._s
         try:
             now = ticks_ms()
@@ -316,7 +302,7 @@ class MQTTClient:
         while not until(self, arg):
             left = timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
-                raise MQTTException("timed out after %d ms" % timeout_ms)
+                raise MQTTException(say("timeout", timeout_ms))
             self._step(left)
 
     def _read(self):
@@ -327,7 +313,7 @@ class MQTTClient:
                 return
             if n == 0:
                 self._eof = True
-                raise OSError(104, "connection closed by the broker")
+                raise OSError(104, say("closed"))
             self._rxp = 0
             self._rxe = n
         now = ticks_ms()
@@ -337,7 +323,7 @@ class MQTTClient:
             try:
                 self._rxp = r.feed(self._rx, self._rxp, self._rxe)
             except CodecError as e:
-                raise ProtocolError("malformed packet from the broker: %s" % e)
+                raise ProtocolError(say("malformed", e))
             if r.ready:
                 self._handled += 1
                 self._op = r.first
@@ -371,14 +357,12 @@ class MQTTClient:
         self._poll = select.poll()
         self._poll.register(sock, _POLLIN)
         self._ipoll = getattr(self._poll, "ipoll", None)
-        if hasattr(sock, "recv_into"):
-            self._recv = self._recv_cpy
-            self._send = self._send_cpy
+        if hasattr(sock, "recv_into"):  # CPython
+            from .cpython import socket_io
+            self._recv, self._send = socket_io(sock)
         else:
-            self._rd = sock.readinto
-            self._wr = sock.write
-            self._recv = self._rd
-            self._send = self._wr
+            self._recv = sock.readinto
+            self._send = sock.write
 
     def _wait_io(self, timeout_ms):
         if self._ipoll:
@@ -390,22 +374,6 @@ class MQTTClient:
     def _pending_tls(self):
         p = getattr(self.sock, "pending", None)
         return p is not None and p() > 0
-
-    def _recv_cpy(self, buf):
-        try:
-            return self.sock.recv_into(buf)
-        except OSError as e:
-            if _would_block(e):
-                return None
-            raise
-
-    def _send_cpy(self, buf, off, n):
-        try:
-            return self.sock.send(memoryview(buf)[off:off + n])
-        except OSError as e:
-            if _would_block(e):
-                return None
-            raise
 
     def _wrap(self, sock):
         if self.ssl is True:  # old umqtt style: ssl=True, ssl_params={...}
@@ -467,10 +435,6 @@ class MQTTClient:
     def _discarded(self, topic, msg, qos):
         if self.on_discarded:
             self.on_discarded(topic, msg, qos)
-
-
-def _would_block(e):
-    return e.errno == 11 or type(e).__name__ in ("SSLWantReadError", "SSLWantWriteError")
 
 
 # Conditions for MQTTClient._wait: plain functions, so waiting allocates no closure.

@@ -21,8 +21,7 @@ from binascii import crc32
 try:
     from micropython import const
 except ImportError:
-    def const(x):
-        return x
+    from .cpython import const
 
 from .codec import wire
 from .session import StoreFull, SENT, REL, DONE  # noqa: F401  (REL: for users of mark)

@@ -3,21 +3,13 @@
 # self.tx), and the application hears of events through the on_* attributes.
 # It never touches a socket or a clock, so tests drive it with scripted bytes and
 # a fake clock. Every table is a fixed-size list allocated here, once.
+# Errors are raised with say(key, ...): their texts are in reasons.py, read only
+# when an error happens, so they cost a board no RAM until then.
 try:
     from micropython import const
-except ImportError:
-
-    def const(x):
-        return x
-
-
-try:
     from time import ticks_diff
-except ImportError:  # CPython: plain integer milliseconds
-
-    def ticks_diff(a, b):
-        return a - b
-
+except ImportError:
+    from .cpython import const, ticks_diff
 
 from .codec import wire
 from .codec.errors import CodecError
@@ -62,7 +54,8 @@ class ConnectRefused(MQTTException):
     code, as umqtt.simple's MQTTException carries it."""
 
     def __init__(self, code):
-        super().__init__(code, wire.CONNACK_REASONS[code])
+        from .codec.reasons import CONNACK_REASONS
+        super().__init__(code, CONNACK_REASONS[code])
 
     @property
     def code(self):
@@ -73,7 +66,7 @@ class ConnectRefused(MQTTException):
         return self.args[1]
 
     def __str__(self):
-        return "broker refused the connection: %s (CONNACK return code %d)" % (self.args[1], self.args[0])
+        return say("refused", self.args[1], self.args[0])
 
 
 class QueueFull(MQTTException):
@@ -89,9 +82,7 @@ class SessionTakenOver(MQTTException):
     client is using the same client id. Client ids must be unique per device."""
 
     def __init__(self, kicks, client_id):
-        super().__init__(
-            "the broker closed the connection right after accepting it %d times in a row: "
-            "another client is using client id %r (ids must be unique per device)" % (kicks, client_id))
+        super().__init__(say("taken_over", kicks, client_id))
 
 
 class ProtocolError(MQTTException):
@@ -103,7 +94,7 @@ class Session:
                  queue_size=16, max_packet=1024, max_subscriptions=8, drop_oldest=False,
                  connect_timeout=10000, store=None):
         if max_inflight < 1 or queue_size < max_inflight:
-            raise ValueError("need 1 <= max_inflight <= queue_size")
+            raise ValueError(say("inflight_q"))
         # With a store, QoS 1/2 messages live in it (flash) from publish() until
         # complete; RAM holds only the in-flight window's index and QoS 0 messages.
         self.store = store
@@ -220,7 +211,7 @@ class Session:
     def set_login(self, user, password):
         """User name and password for CONNECT (str or bytes, None for none)."""
         if password is not None and user is None:
-            raise ValueError("a password needs a user name in MQTT 3.1.1 (MQTT-3.1.2-22)")
+            raise ValueError(say("pw_no_user"))
         self.username = to_bytes(user)
         self.password = to_bytes(password)
 
@@ -235,10 +226,9 @@ class Session:
             check_name(topic)
             self._valid_topic = topic     # bytes are immutable: checked once is checked for good
         if qos < 0 or qos > 2:
-            raise ValueError("qos must be 0, 1 or 2")
+            raise ValueError(say("qos"))
         if wire.varint_size(len(topic) + len(msg) + 4) + 5 + len(topic) + len(msg) > len(self.tx):
-            raise ValueError("message of %d bytes does not fit max_packet (%d)"
-                             % (len(topic) + len(msg) + 4, len(self.tx)))
+            raise ValueError(say("too_big", len(topic) + len(msg) + 4, len(self.tx)))
         st = self.store
         if qos and st:
             # into the store before publish() returns: it survives a reset from now on
@@ -251,9 +241,7 @@ class Session:
         if s == _NIL:
             s = self._drop_oldest_qos0() if self.drop_oldest else _NIL
             if s == _NIL:
-                raise QueueFull("outbound queue full: %d messages accepted and not yet completed; "
-                                "retry after acknowledgements, or give the client a larger "
-                                "queue_size or a store=" % (self.pending + self.inflight))
+                raise QueueFull(say("queue_full", self.pending + self.inflight))
         self._free = self._next[s]
         pid = self._new_pid() if qos else 0
         self._topic[s] = topic
@@ -272,12 +260,12 @@ class Session:
     def subscribe(self, topic_filter, qos=0):
         check_filter(topic_filter)
         if qos < 0 or qos > 2:
-            raise ValueError("qos must be 0, 1 or 2")
+            raise ValueError(say("qos"))
         i = self._sub_find(topic_filter)
         if i < 0:
             i = self._sub_find(None)
             if i < 0:
-                raise MQTTException("subscription table full (max_subscriptions=%d)" % len(self._sub_state))
+                raise MQTTException(say("subs_full", len(self._sub_state)))
             self._sub_topic[i] = topic_filter
         self._sub_qos[i] = qos
         return self._sub_queue(i, _S_SUB)
@@ -288,7 +276,7 @@ class Session:
         if i < 0:
             i = self._sub_find(None)
             if i < 0:
-                raise MQTTException("subscription table full (max_subscriptions=%d)" % len(self._sub_state))
+                raise MQTTException(say("subs_full", len(self._sub_state)))
             self._sub_topic[i] = topic_filter
         return self._sub_queue(i, _S_UNSUB)
 
@@ -330,7 +318,7 @@ class Session:
         try:
             self._handle(first, r.buf, n)
         except CodecError as e:
-            raise ProtocolError("malformed packet from the broker: %s" % e)
+            raise ProtocolError(say("malformed", e))
 
     def receive(self, data, now):
         """Frame and act on every packet in data (for tests and simple loops)."""
@@ -340,7 +328,7 @@ class Session:
             try:
                 i = self.reader.feed(data, i, n)
             except CodecError as e:
-                raise ProtocolError("malformed packet from the broker: %s" % e)
+                raise ProtocolError(say("malformed", e))
             if self.reader.ready:
                 self.handle(now)
 
@@ -460,7 +448,7 @@ class Session:
         if st == CONNECTING:
             left = self.connect_timeout - ticks_diff(now, self.last_out)
             if left <= 0:
-                raise MQTTException("no CONNACK within %d ms" % self.connect_timeout)
+                raise MQTTException(say("no_connack", self.connect_timeout))
             return left
         if st != CONNECTED or not self.keepalive:
             return 60000
@@ -469,12 +457,11 @@ class Session:
             # a PINGREQ is out: alive only if something arrived since it was written
             since = ticks_diff(now, self._ping_at)
             if ticks_diff(self.last_in, self._ping_at) < 0 and since >= k + _DELTA:
-                raise MQTTException("no answer from the broker within keepalive (%d s) + 100 ms of PINGREQ"
-                                    % self.keepalive)
+                raise MQTTException(say("no_pong", self.keepalive))
             return max(1, k + _DELTA - since)
         out = ticks_diff(now, self.last_out)
         if out >= 2 * k:
-            raise MQTTException("nothing could be written for 2 x keepalive (%d s)" % self.keepalive)
+            raise MQTTException(say("stalled", self.keepalive))
         if ticks_diff(now, self.last_in) >= k - _DELTA or out >= k - _DELTA:
             self._ping_due = True
             return 1
@@ -487,7 +474,7 @@ class Session:
         st = self.state
         if st == CONNECTING:
             if t != wire.CONNACK:
-                raise ProtocolError("expected CONNACK, got " + wire.NAMES[t])
+                raise ProtocolError(say("first_pkt", t))
             c = wire.connack_code(b, n)
             if c & 255:
                 self.state = DISCONNECTED
@@ -533,11 +520,11 @@ class Session:
                     return
         elif t == wire.PINGRESP:
             if n:
-                raise ProtocolError("PINGRESP with a body")
+                raise ProtocolError(say("pong_body"))
             self._ping_at = -1
             self.on_pingresp()
         else:  # CONNACK twice, or a packet only a client sends
-            raise ProtocolError("unexpected %s from the broker" % wire.NAMES[t])
+            raise ProtocolError(say("unexpected", t))
 
     def _connected(self, present):
         self.state = CONNECTED
@@ -600,8 +587,7 @@ class Session:
             k = self._rx_find(0)
             if k < 0:
                 # Cannot hold it: close so the broker redelivers (MQTT-4.8.0-2).
-                raise ProtocolError("more than max_inflight (%d) inbound QoS 2 messages in flight"
-                                    % len(self._rx_pid))
+                raise ProtocolError(say("rx_full", len(self._rx_pid)))
             if self.store:   # r-: kept before PUBREC, so a restart still delivers it once
                 self._rx_h[k] = self.store.add_inbound(pid, b, n)
             self._rx_pid[k] = pid
@@ -647,7 +633,7 @@ class Session:
             prev = s
             s = self._next[s]
         if s == _NIL or self._flags[s] & 3 != qos or (qos == 2 and not self._flags[s] & _REL):
-            raise ProtocolError("%s for packet id %d, which is not awaiting one" % (wire.NAMES[t], pid))
+            raise ProtocolError(say("stray_ack", t, pid))
         nxt = self._next[s]
         if prev == _NIL:
             self._infl_head = nxt
@@ -668,7 +654,7 @@ class Session:
     def _flow(self, t, v):
         fl = self._flows
         if self._fcount == len(fl):
-            raise ProtocolError("too many acknowledgements waiting to be written")
+            raise ProtocolError(say("acks_full"))
         fl[(self._fhead + self._fcount) % len(fl)] = t << 16 | v
         self._fcount += 1
 
@@ -770,7 +756,7 @@ class Session:
             if not self._in_use(p):
                 self._last_pid = p
                 return p
-        raise QueueFull("no free packet identifier")
+        raise QueueFull(say("no_pid"))
 
 
 def open_store(store):
@@ -784,7 +770,7 @@ def open_store(store):
     if hasattr(store, "readblocks"):
         from .ringstore import RingStore
         return RingStore(store)
-    raise ValueError("store= takes a directory path, a block device or a store object")
+    raise ValueError(say("store_arg"))
 
 
 def backoff(prev, lo, hi, rnd16):
@@ -800,6 +786,15 @@ def backoff(prev, lo, hi, rnd16):
 def to_bytes(x):
     """str as UTF-8 bytes; bytes (and None) as they are."""
     return x.encode("utf-8") if isinstance(x, str) else x
+
+
+def say(key, *values):
+    """The text of the client's error `key` (fleetwire.reasons, loaded now, not at import)."""
+    try:
+        from .reasons import text
+        return text(key, values)
+    except MemoryError:  # no room for the table: the key still says what broke
+        return key
 
 
 def _ignore(*a):

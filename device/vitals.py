@@ -5,13 +5,7 @@
 try:
     from time import ticks_ms, ticks_diff
 except ImportError:
-    import time as _t
-
-    def ticks_ms():
-        return int(_t.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
+    from .cpython import ticks_ms, ticks_diff
 
 import json
 

@@ -24,12 +24,13 @@ import time
 
 from fleetwire.codec import wire
 from fleetwire.codec.errors import CodecError
+from fleetwire.codec.reasons import NAMES
 from fleetwire.codec.stream import PacketReader
 
 UP = "up"
 DOWN = "down"
 _DIRS = (UP, DOWN)
-_TYPES = {name: i for i, name in enumerate(wire.NAMES)}
+_TYPES = {name: i for i, name in enumerate(NAMES)}
 
 
 def _check_dir(d):
@@ -40,7 +41,7 @@ def _check_dir(d):
 def _packet_type(name):
     t = _TYPES.get(str(name).upper())
     if t is None or t == 0 or t == 15:
-        raise ValueError("unknown MQTT packet type %r (one of %s)" % (name, ", ".join(wire.NAMES[1:15])))
+        raise ValueError("unknown MQTT packet type %r (one of %s)" % (name, ", ".join(NAMES[1:15])))
     return t
 
 
@@ -159,7 +160,7 @@ class Connection:
                     i = j
                     if st.framed and st.reader.ready:
                         t = st.reader.first >> 4
-                        p._log(self.n, d, wire.NAMES[t], st.reader.header_size() + st.reader.size,
+                        p._log(self.n, d, NAMES[t], st.reader.header_size() + st.reader.size,
                                "swallowed" if self.blackholed else "")
                         st.reader.reset()
                         if self._packet_cut(d, t):

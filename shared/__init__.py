@@ -1,6 +1,7 @@
 # fleetwire.codec: MQTT 3.1.1 encoding and decoding, topic rules and framing.
 # One source for MicroPython and CPython. Modules, lowest first:
 #   errors  - CodecError, the only exception malformed input raises
+#   reasons - error texts and packet type names, loaded when an error is raised
 #   text    - MQTT string rules (UTF-8)
 #   topics  - topic name/filter validation and matching
 #   wire    - packet types, fixed header, zero-allocation packers for a client

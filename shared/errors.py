@@ -14,3 +14,13 @@ class CodecError(ValueError):
 
 def fail(what, rule):
     raise CodecError(what + " [" + rule + "]")
+
+
+def fail_as(key, *values):
+    """Raise the error named by key in reasons.TEXT (loaded now, not at import)."""
+    try:
+        from .reasons import text
+        m = text(key, values)
+    except MemoryError:  # no room for the table: the key still says what broke
+        m = key
+    raise CodecError(m)

@@ -7,6 +7,7 @@ from .text import check_utf8, encode as _utf8
 from . import topics
 from . import wire
 from .wire import get_u16
+from .reasons import NAMES, CONNACK_REASONS
 
 
 class Packet:
@@ -30,7 +31,7 @@ class Packet:
 
     @property
     def name(self):
-        return wire.NAMES[self.TYPE]
+        return NAMES[self.TYPE]
 
     def encode(self):
         buf = bytearray(self._bound())
@@ -86,7 +87,7 @@ class Connack(Packet):
 
     @property
     def reason(self):
-        return wire.CONNACK_REASONS[self.return_code]
+        return CONNACK_REASONS[self.return_code]
 
     def pack_into(self, buf):
         rc = self.return_code
@@ -356,7 +357,7 @@ def _suback(first, body, n):
 def _empty(cls):
     def dec(first, body, n):
         if n:
-            fail("%s remaining length must be 0, got %d" % (wire.NAMES[cls.TYPE], n),
+            fail("%s remaining length must be 0, got %d" % (NAMES[cls.TYPE], n),
                  "§3.%d.1" % cls.TYPE)
         return cls()
     return dec
@@ -395,7 +396,7 @@ def decode_all(data, max_packet=wire.MAX_REMAINING + 5):
         j = i + 1
         while True:
             if j >= n:
-                fail("input ends inside a %s fixed header" % wire.NAMES[first >> 4], "§2.2.3")
+                fail("input ends inside a %s fixed header" % NAMES[first >> 4], "§2.2.3")
             c = data[j]
             j += 1
             size |= (c & 127) << shift
@@ -407,7 +408,7 @@ def decode_all(data, max_packet=wire.MAX_REMAINING + 5):
         if size + j - i > max_packet:
             fail("packet of %d bytes is over max_packet (%d)" % (size + j - i, max_packet), "§2.2.3")
         if j + size > n:
-            fail("input ends inside a %s packet" % wire.NAMES[first >> 4], "§2.2.3")
+            fail("input ends inside a %s packet" % NAMES[first >> 4], "§2.2.3")
         out.append(decode(first, mv[j:j + size], size))
         i = j + size
     return out

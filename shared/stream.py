@@ -2,7 +2,7 @@
 # and whole packets come out of one buffer allocated once at construction. A length
 # field is checked against max_packet before a byte of its body is stored, so no
 # input can make the reader allocate or hold more than max_packet bytes.
-from .errors import fail
+from .errors import fail_as
 from .wire import check_first_byte
 
 
@@ -52,12 +52,12 @@ class PacketReader:
                 self._hlen += 1
                 if c & 128:
                     if self._hlen == 5:
-                        fail("remaining length longer than 4 bytes", "§2.2.3")
+                        fail_as("rl_long")
                     self._shift += 7
                     continue
                 n = self.got
                 if n + self._hlen > self.max_packet:
-                    fail("packet of %d bytes is over max_packet (%d)" % (n + self._hlen, self.max_packet), "§2.2.3")
+                    fail_as("over_max", n + self._hlen, self.max_packet)
                 self.size = n
                 self.got = 0
                 self.ready = n == 0

@@ -1,7 +1,7 @@
 # MQTT strings (§1.5.3): well-formed UTF-8, no UTF-16 surrogates, no U+0000,
 # at most 65535 bytes. A byte order mark is data and is kept (MQTT-1.5.3-3).
 # The checks index bytes one by one so they allocate nothing on MicroPython.
-from .errors import fail
+from .errors import fail_as
 
 MAX_STRING = 65535
 
@@ -15,7 +15,7 @@ def check_utf8(b, start=0, end=-1):
         c = b[i]
         if c < 0x80:
             if c == 0:
-                fail("U+0000 in a UTF-8 string", "MQTT-1.5.3-2")
+                fail_as("u0")
             i += 1
             continue
         lo = 0x80
@@ -35,19 +35,19 @@ def check_utf8(b, start=0, end=-1):
             elif c == 0xF4:
                 hi = 0x8F  # above U+10FFFF
         else:
-            fail("byte 0x%02x cannot start a UTF-8 character" % c, "MQTT-1.5.3-1")
+            fail_as("u8_start", c)
         if i + n >= end:
-            fail("UTF-8 character cut short at the end of the string", "MQTT-1.5.3-1")
+            fail_as("u8_short")
         d = b[i + 1]
         if d < lo or d > hi:
             if c == 0xED and d >= 0xA0 and d <= 0xBF:
-                fail("UTF-16 surrogate encoded in a UTF-8 string", "MQTT-1.5.3-1")
-            fail("ill-formed UTF-8 sequence", "MQTT-1.5.3-1")
+                fail_as("u8_surr")
+            fail_as("u8_bad")
         k = 2
         while k <= n:
             d = b[i + k]
             if d < 0x80 or d > 0xBF:
-                fail("ill-formed UTF-8 sequence", "MQTT-1.5.3-1")
+                fail_as("u8_bad")
             k += 1
         i += n + 1
 
@@ -57,13 +57,13 @@ def encode(s, what="string"):
     try:
         return s.encode("utf-8")
     except UnicodeError:  # a lone surrogate in a CPython str
-        fail(what + " is not encodable as UTF-8", "MQTT-1.5.3-1")
+        fail_as("u8_enc", what)
 
 
 def to_utf8(s, what="string"):
     """A str or bytes-like as checked UTF-8 bytes (bytes-like input is not copied)."""
     b = encode(s, what) if isinstance(s, str) else s
     if len(b) > MAX_STRING:
-        fail("%s of %d bytes is longer than 65535" % (what, len(b)), "§1.5.3")
+        fail_as("str_long", what, len(b))
     check_utf8(b, 0, len(b))
     return b

@@ -1,7 +1,7 @@
 # Topic names and filters (§4.7): validation and matching.
 # Every function takes a str or a bytes-like object; bytes are walked by index,
 # so checking and matching a bytes topic allocates nothing on MicroPython.
-from .errors import fail
+from .errors import fail_as
 from .text import check_utf8, encode
 
 _SLASH = 0x2F
@@ -17,9 +17,9 @@ def _b(t):
 def _check_len(t, what):
     n = len(t)
     if n == 0:
-        fail(what + " is empty", "MQTT-4.7.3-1")
+        fail_as("empty", what)
     if n > 65535:
-        fail("%s of %d bytes is longer than 65535" % (what, n), "MQTT-4.7.3-3")
+        fail_as("topic_long", what, n)
     return n
 
 
@@ -30,7 +30,7 @@ def check_name(topic):
     for i in range(n):
         c = t[i]
         if c == _PLUS or c == _HASH:
-            fail("wildcard %s in a topic name" % chr(c), "MQTT-4.7.1-1")
+            fail_as("name_wild", chr(c))
     check_utf8(t, 0, n)  # also rejects U+0000 (MQTT-4.7.3-2 via MQTT-1.5.3-2)
     return t
 
@@ -43,12 +43,12 @@ def check_filter(topic_filter):
         c = t[i]
         if c == _HASH:
             if i != n - 1:
-                fail("'#' must be the last character of a topic filter", "MQTT-4.7.1-2")
+                fail_as("hash_last")
             if i > 0 and t[i - 1] != _SLASH:
-                fail("'#' must follow a '/' or stand alone", "MQTT-4.7.1-2")
+                fail_as("hash_lvl")
         elif c == _PLUS:
             if (i > 0 and t[i - 1] != _SLASH) or (i < n - 1 and t[i + 1] != _SLASH):
-                fail("'+' must occupy a whole topic level", "MQTT-4.7.1-3")
+                fail_as("plus_lvl")
     check_utf8(t, 0, n)
     return t
 

@@ -10,7 +10,7 @@ except ImportError:  # CPython
         return x
 
 
-from .errors import fail
+from .errors import fail_as
 from .text import MAX_STRING, check_utf8, encode
 from . import topics
 
@@ -29,38 +29,28 @@ PINGREQ = const(12)
 PINGRESP = const(13)
 DISCONNECT = const(14)
 
-NAMES = ("type 0", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL",
-         "PUBCOMP", "SUBSCRIBE", "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ",
-         "PINGRESP", "DISCONNECT", "type 15")
-
-# CONNACK return codes (§3.2.2.3), by value.
-CONNACK_REASONS = ("connection accepted", "unacceptable protocol version",
-                   "identifier rejected", "server unavailable",
-                   "bad user name or password", "not authorized")
+# Packet type names and CONNACK return code texts: reasons.NAMES, reasons.CONNACK_REASONS
+# (error texts live in reasons.py, loaded only when an error is raised).
 SUBACK_FAILURE = const(0x80)
 
 MAX_REMAINING = const(268435455)
 
 # The flag nibble each packet type must carry (Table 2.2); PUBLISH's flags are data.
 _FLAGS = b"\x00\x00\x00\xff\x00\x00\x02\x00\x02\x00\x02\x00\x00\x00\x00\x00"
-_FLAG_RULES = ("§2.2.1", "MQTT-2.2.2-2", "MQTT-2.2.2-2", "", "MQTT-2.2.2-2", "MQTT-2.2.2-2",
-               "MQTT-3.6.1-1", "MQTT-2.2.2-2", "MQTT-3.8.1-1", "MQTT-2.2.2-2",
-               "MQTT-3.10.1-1", "MQTT-2.2.2-2", "MQTT-2.2.2-2", "MQTT-2.2.2-2",
-               "MQTT-3.14.1-1", "§2.2.1")
 
 
 def check_first_byte(b):
     """Raise CodecError unless b is a valid first byte of a 3.1.1 packet."""
     t = b >> 4
     if t == 0 or t == 15:
-        fail("reserved packet type %d" % t, "§2.2.1")
+        fail_as("rsvd_type", t)
     if t == PUBLISH:
         if b & 6 == 6:
-            fail("PUBLISH with QoS 3", "MQTT-3.3.1-4")
+            fail_as("qos3")
         if b & 14 == 8:
-            fail("DUP set on a QoS 0 PUBLISH", "MQTT-3.3.1-2")
+            fail_as("dup_qos0")
     elif b & 15 != _FLAGS[t]:
-        fail("%s with flags 0x%x, must be 0x%x" % (NAMES[t], b & 15, _FLAGS[t]), _FLAG_RULES[t])
+        fail_as("flags", t, b & 15, _FLAGS[t])
 
 
 def varint_size(n):
@@ -70,11 +60,10 @@ def varint_size(n):
 def _header(buf, first, remaining):
     # Writes the fixed header; returns the offset of the variable header.
     if remaining > MAX_REMAINING:
-        fail("packet body of %d bytes is over the 268435455 limit" % remaining, "§2.2.3")
+        fail_as("body_max", remaining)
     total = 1 + varint_size(remaining) + remaining
     if total > len(buf):
-        fail("%s of %d bytes does not fit a %d-byte buffer (max_packet)"
-             % (NAMES[first >> 4], total, len(buf)), "§2.2.3")
+        fail_as("no_fit", first >> 4, total, len(buf))
     buf[0] = first
     i = 1
     while True:
@@ -107,14 +96,14 @@ def put_bytes(buf, i, b):
     return i + 2 + n
 
 
-def _check_pid(pid, what):
+def _check_pid(pid, ptype):
     if not 0 < pid < 65536:
-        fail("%s needs a packet identifier in 1..65535, got %r" % (what, pid), "MQTT-2.3.1-1")
+        fail_as("pid_range", ptype, pid)
 
 
-def _check_qos(qos, rule):
+def _check_qos(qos, key):
     if qos != 0 and qos != 1 and qos != 2:
-        fail("QoS must be 0, 1 or 2, got %r" % (qos,), rule)
+        fail_as(key, qos)
 
 
 def _binary(b, what):
@@ -123,7 +112,7 @@ def _binary(b, what):
     if isinstance(b, str):
         b = encode(b, what)
     if len(b) > MAX_STRING:
-        fail("%s of %d bytes is longer than 65535" % (what, len(b)), "§1.5.6")
+        fail_as("bin_long", what, len(b))
     return b
 
 
@@ -131,7 +120,7 @@ def _string(s, what):
     if isinstance(s, str):
         s = encode(s, what)
     if len(s) > MAX_STRING:
-        fail("%s of %d bytes is longer than 65535" % (what, len(s)), "§1.5.3")
+        fail_as("str_long", what, len(s))
     check_utf8(s, 0, len(s))
     return s
 
@@ -142,22 +131,22 @@ def pack_connect(buf, client_id, clean_session=True, keepalive=0, will_topic=Non
     """CONNECT. Strings may be str or bytes; will_message and password are bytes."""
     cid = _string(client_id, "client identifier")
     if not cid and not clean_session:
-        fail("an empty client identifier needs clean_session=True", "MQTT-3.1.3-7")
+        fail_as("cid_empty")
     if not 0 <= keepalive <= 65535:
-        fail("keepalive must be 0..65535 seconds, got %r" % (keepalive,), "§3.1.2.10")
+        fail_as("keepalive", keepalive)
     flags = 2 if clean_session else 0
     n = 10 + 2 + len(cid)
     if will_topic is not None:
         wt = topics.check_name(will_topic)
         wm = _binary(will_message, "will message")
-        _check_qos(will_qos, "MQTT-3.1.2-14")
+        _check_qos(will_qos, "qos_will")
         flags |= 4 | will_qos << 3 | (32 if will_retain else 0)
         n += 4 + len(wt) + len(wm)
     elif will_message is not None or will_qos or will_retain:
-        fail("will QoS, retain or message given without a will topic", "MQTT-3.1.2-11")
+        fail_as("will_part")
     if password is not None:
         if username is None:
-            fail("a password needs a user name in MQTT 3.1.1", "MQTT-3.1.2-22")
+            fail_as("pw_no_user")
         pw = _binary(password, "password")
         flags |= 64
         n += 2 + len(pw)
@@ -186,15 +175,15 @@ def pack_connect(buf, client_id, clean_session=True, keepalive=0, will_topic=Non
 def pack_publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0):
     """PUBLISH of a bytes-like topic and payload. Allocates nothing for bytes input."""
     topics.check_name(topic)
-    _check_qos(qos, "MQTT-3.3.1-4")
+    _check_qos(qos, "qos_pub")
     if qos:
-        if not 0 < pid < 65536:  # checked inline: formatting a name here would allocate
-            _check_pid(pid, "a QoS %d PUBLISH" % qos)
+        if not 0 < pid < 65536:
+            fail_as("pub_pid", qos, pid)
     else:
         if dup:
-            fail("DUP set on a QoS 0 PUBLISH", "MQTT-3.3.1-2")
+            fail_as("dup_qos0")
         if pid:
-            fail("a QoS 0 PUBLISH carries no packet identifier", "MQTT-2.3.1-5")
+            fail_as("pid_qos0")
     return put_publish(buf, topic, payload, qos, retain, dup, pid)
 
 
@@ -214,7 +203,7 @@ def put_publish(buf, topic, payload, qos, retain, dup, pid):
 
 def pack_ack(buf, ptype, pid):
     """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK: the type and a packet id."""
-    _check_pid(pid, NAMES[ptype])
+    _check_pid(pid, ptype)
     buf[0] = ptype << 4 | _FLAGS[ptype]
     buf[1] = 2
     buf[2] = pid >> 8
@@ -231,13 +220,13 @@ def pack_empty(buf, ptype):
 
 def pack_subscribe(buf, pid, filters):
     """SUBSCRIBE for a sequence of (topic_filter, qos) pairs."""
-    _check_pid(pid, "SUBSCRIBE")
+    _check_pid(pid, SUBSCRIBE)
     if not filters:
-        fail("SUBSCRIBE needs at least one topic filter", "MQTT-3.8.3-3")
+        fail_as("sub_empty")
     n = 2
     for f, q in filters:
         n += 3 + len(topics.check_filter(f))
-        _check_qos(q, "MQTT-3.8.3-4")
+        _check_qos(q, "qos_sub")
     i = put_u16(buf, _header(buf, 0x82, n), pid)
     for f, q in filters:
         i = put_bytes(buf, i, topics._b(f))
@@ -248,9 +237,9 @@ def pack_subscribe(buf, pid, filters):
 
 def pack_unsubscribe(buf, pid, filters):
     """UNSUBSCRIBE for a sequence of topic filters."""
-    _check_pid(pid, "UNSUBSCRIBE")
+    _check_pid(pid, UNSUBSCRIBE)
     if not filters:
-        fail("UNSUBSCRIBE needs at least one topic filter", "MQTT-3.10.3-2")
+        fail_as("unsub_none")
     n = 2
     for f in filters:
         n += 2 + len(topics.check_filter(f))
@@ -265,25 +254,25 @@ def pack_unsubscribe(buf, pid, filters):
 def ack_id(ptype, body, n):
     """The packet id of a PUBACK/PUBREC/PUBREL/PUBCOMP/UNSUBACK body."""
     if n != 2:
-        fail("%s remaining length must be 2, got %d" % (NAMES[ptype], n), "§3.%d.1" % ptype)
+        fail_as("ack_len", ptype, n)
     pid = body[0] << 8 | body[1]
     if pid == 0:
-        fail("%s with packet identifier 0" % NAMES[ptype], "MQTT-2.3.1-1")
+        fail_as("pid_zero", ptype)
     return pid
 
 
 def connack_code(body, n):
-    """CONNACK body -> return code | session-present << 8 (codes named in CONNACK_REASONS)."""
+    """CONNACK body -> return code | session-present << 8 (codes named in reasons.CONNACK_REASONS)."""
     if n != 2:
-        fail("CONNACK remaining length must be 2, got %d" % n, "§3.2.1")
+        fail_as("connack_n", n)
     flags = body[0]
     rc = body[1]
     if flags & 0xFE:
-        fail("CONNACK acknowledge flags 0x%02x: bits 7-1 are reserved" % flags, "§3.2.2.1")
+        fail_as("connack_f", flags)
     if rc > 5:
-        fail("CONNACK return code %d is reserved" % rc, "§3.2.2.3")
+        fail_as("connack_rc", rc)
     if rc and flags:
-        fail("CONNACK refusal with session present set", "MQTT-3.2.2-4")
+        fail_as("connack_sp")
     return rc | flags << 8
 
 
@@ -291,17 +280,17 @@ def suback_code(body, n, k):
     """Return code k of a SUBACK body, checked (0, 1, 2 or 0x80)."""
     rc = body[2 + k]
     if rc > 2 and rc != SUBACK_FAILURE:
-        fail("SUBACK return code 0x%02x is reserved" % rc, "MQTT-3.9.3-2")
+        fail_as("suback_rc", rc)
     return rc
 
 
 def suback_check(body, n):
     """Packet id of a SUBACK body after checking every return code."""
     if n < 3:
-        fail("SUBACK needs a packet identifier and at least one return code", "§3.9.3")
+        fail_as("suback_n")
     pid = body[0] << 8 | body[1]
     if pid == 0:
-        fail("SUBACK with packet identifier 0", "MQTT-2.3.1-1")
+        fail_as("pid_zero", SUBACK)
     for k in range(n - 2):
         suback_code(body, n, k)
     return pid
@@ -310,23 +299,23 @@ def suback_check(body, n):
 def publish_fields(first, body, n):
     """PUBLISH body -> (topic_end, packet_id, payload_start); the topic is body[2:topic_end]."""
     if n < 2:
-        fail("PUBLISH too short for its topic length", "§3.3.2")
+        fail_as("pub_short")
     tl = body[0] << 8 | body[1]
     te = 2 + tl
     qos = first >> 1 & 3
     ps = te + (2 if qos else 0)
     if ps > n:
-        fail("PUBLISH topic length %d runs past the packet end" % tl, "§3.3.2")
+        fail_as("pub_tlen", tl)
     if tl == 0:
-        fail("PUBLISH with an empty topic name", "MQTT-4.7.3-1")
+        fail_as("pub_notop")
     for k in range(2, te):
         c = body[k]
         if c == 0x2B or c == 0x23:
-            fail("wildcard in a received topic name", "MQTT-3.3.2-2")
+            fail_as("pub_wild")
     check_utf8(body, 2, te)
     pid = 0
     if qos:
         pid = body[te] << 8 | body[te + 1]
         if pid == 0:
-            fail("QoS %d PUBLISH with packet identifier 0" % qos, "MQTT-2.3.1-1")
+            fail_as("pub_pid0", qos)
     return te, pid, ps

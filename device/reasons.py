@@ -1,0 +1,39 @@
+# The texts of the client's errors, loaded only when one is raised (as the codec's,
+# fleetwire.codec.reasons, whose format and text() this uses): on a board a message
+# held by a loaded module costs RAM all the time, about 80 bytes each on the 64-bit
+# unix port. One line per error: key, rule ("." for none), message; "%T" prints a
+# packet type's name.
+from .codec import reasons as _codec
+
+TEXT = """
+inflight_q .             need 1 <= max_inflight <= queue_size
+pw_no_user MQTT-3.1.2-22 a password needs a user name in MQTT 3.1.1
+qos        .             qos must be 0, 1 or 2
+will_topic .             the will needs a topic
+too_big    .             message of %d bytes does not fit max_packet (%d)
+queue_full .             outbound queue full: %d messages accepted and not yet completed; retry after acknowledgements, or give the client a larger queue_size or a store=
+no_pid     .             no free packet identifier
+subs_full  .             subscription table full (max_subscriptions=%d)
+store_arg  .             store= takes a directory path, a block device or a store object
+not_conn   .             not connected
+no_cb      .             set_callback() before subscribe(), or messages have nowhere to go
+sub_refuse .             broker refused the subscription to %r
+timeout    .             timed out after %d ms
+closed     .             connection closed by the broker
+refused    .             broker refused the connection: %s (CONNACK return code %d)
+taken_over .             the broker closed the connection right after accepting it %d times in a row: another client is using client id %r (ids must be unique per device)
+no_connack .             no CONNACK within %d ms
+no_pong    .             no answer from the broker within keepalive (%d s) + 100 ms of PINGREQ
+stalled    .             nothing could be written for 2 x keepalive (%d s)
+malformed  .             malformed packet from the broker: %s
+first_pkt  .             expected CONNACK, got %T
+pong_body  .             PINGRESP with a body
+unexpected .             unexpected %T from the broker
+rx_full    .             more than max_inflight (%d) inbound QoS 2 messages in flight
+stray_ack  .             %T for packet id %d, which is not awaiting one
+acks_full  .             too many acknowledgements waiting to be written
+"""
+
+
+def text(key, values):
+    return _codec.text(key, values, TEXT)

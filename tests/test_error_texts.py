@@ -1,0 +1,130 @@
+"""Error texts live in two tables, the codec's (fleetwire.codec.reasons) and the client's
+(fleetwire.reasons), loaded only when an error is raised: a board running the client
+does not hold them in RAM, and an error still says what broke (and the rule it breaks)."""
+import os
+import re
+
+import pytest
+
+from fleetwire import reasons as client_reasons
+from fleetwire.codec import reasons, wire
+from fleetwire.codec.errors import CodecError
+from fleetwire.session import Session, ProtocolError
+
+from support import ROOT
+
+RULE = re.compile(r"^(MQTT-\d+\.\d+\.\d+-\d+|§\d+(\.\d+)*|-|\.)$")
+# (table, source folder, the calls that name a key)
+TABLES = {
+    "codec": (reasons.TEXT, "shared", (r'fail_as\("(\w+)"', r'_check_qos\(\w+, "(\w+)"\)')),
+    "client": (client_reasons.TEXT, "device", (r'\bsay\("(\w+)"',)),
+}
+
+
+def keys_used(which):
+    _, folder, patterns = TABLES[which]
+    used = set()
+    d = os.path.join(ROOT, folder)
+    for name in os.listdir(d):
+        if name.endswith(".py"):
+            with open(os.path.join(d, name), encoding="utf-8") as f:
+                src = f.read()
+            for p in patterns:
+                used |= set(re.findall(p, src))
+    return used
+
+
+def table(which):
+    rows = {}
+    for line in TABLES[which][0].strip("\n").split("\n"):
+        key, rule, msg = line.split(None, 2)
+        assert key not in rows, "key %s twice" % key
+        rows[key] = (rule, msg)
+    return rows
+
+
+@pytest.mark.parametrize("which", sorted(TABLES))
+def test_every_key_raised_has_a_line_and_every_line_is_used(which):
+    assert keys_used(which) == set(table(which))
+
+
+@pytest.mark.parametrize("which,key", [(w, k) for w in sorted(TABLES) for k in sorted(table(w))])
+def test_every_line_names_a_rule_or_none_and_its_key_is_interned_on_a_board(which, key):
+    rule, msg = table(which)[key]
+    assert RULE.match(rule), rule
+    # Strings of up to 10 characters are interned by mpy-cross (no object per use).
+    assert len(key) <= 10
+
+
+def test_a_message_is_formatted_with_the_packet_type_named_and_its_rule():
+    with pytest.raises(CodecError) as e:
+        wire.ack_id(wire.PUBREC, b"\x00", 1)
+    assert str(e.value) == "PUBREC remaining length must be 2, got 1 [§3.5.1]"
+    assert e.value.rule == "§3.5.1"
+    with pytest.raises(CodecError) as e:
+        wire.check_first_byte(0x64)  # PUBREL must carry flags 0x2
+    assert str(e.value) == "PUBREL with flags 0x4, must be 0x2 [MQTT-3.6.1-1]"
+
+
+def test_a_client_error_names_the_packet_type_and_carries_no_rule_when_it_has_none():
+    s = Session(b"dev")
+    s.start(0)
+    with pytest.raises(ProtocolError) as e:
+        s.receive(b"\x90\x03\x00\x01\x00", 0)  # SUBACK before CONNACK
+    assert str(e.value) == "expected CONNACK, got SUBACK"
+
+
+PROGRAM = r'''
+import gc, sys
+from fleetwire import MQTTClient
+from fleetwire.codec import wire
+print("LOADED", "fleetwire.codec.reasons" in sys.modules or "fleetwire.reasons" in sys.modules)
+
+def error():
+    try:
+        wire.check_first_byte(0x36)   # PUBLISH with QoS 3
+    except ValueError as e:
+        return e
+
+e = error()
+print("TEXT", e.args[0])
+
+# Again with no room for the table: the key still names the error.
+del sys.modules["fleetwire.codec.reasons"]
+e = None
+gc.collect()
+hold = []
+size = 8192
+while size >= 256:
+    try:
+        hold.append(bytearray(size))
+    except MemoryError:
+        size //= 2
+e = error()
+hold = None
+gc.collect()
+print("TIGHT", type(e).__name__, e.args[0])
+print("AFTER", error().args[0])
+from fleetwire.session import Session
+s = Session(b"dev")
+s.start(0)
+try:
+    s.receive(b"\xd0\x00", 0)   # PINGRESP before CONNACK
+except Exception as x:
+    print("CLIENT", type(x).__name__, x)
+print("CLIENT_TABLE", "fleetwire.reasons" in sys.modules)
+'''
+
+
+@pytest.mark.micropython
+def test_on_micropython_the_tables_load_only_for_an_error_and_a_full_heap_still_names_it(mpy, tmp_path):
+    path = tmp_path / "reasons_prog.py"
+    path.write_text(PROGRAM)
+    r = mpy.run([str(path)], heap="96K")
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+    assert lines["LOADED"] == "False", r.stdout
+    assert lines["TEXT"] == "PUBLISH with QoS 3 [MQTT-3.3.1-4]"
+    assert lines["TIGHT"] == "CodecError qos3"
+    assert lines["AFTER"] == "PUBLISH with QoS 3 [MQTT-3.3.1-4]"
+    assert lines["CLIENT"] == "ProtocolError expected CONNACK, got PINGRESP"
+    assert lines["CLIENT_TABLE"] == "True"
