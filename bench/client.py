@@ -267,12 +267,13 @@ def main():
             res[cl, "connect+subscribe"] = med(lambda: run_device(trees[True], cl, "connect", broker))
             res[cl, "alloc/QoS0 publish"] = med(lambda: run_device(trees[True], cl, "alloc0", broker))
             res[cl, "alloc/QoS1 publish"] = med(lambda: run_device(trees[True], cl, "alloc1", broker))
-            for what, row in (("calls0", "QoS0 calls/s (device)"), ("calls0-nodelay", "  both TCP_NODELAY"),
-                              ("calls0-nagle", "  both Nagle")):
-                res[cl, row] = med(lambda: run_device(trees[True], cl, what, broker, n=5 * args.n))
-            res[cl, "QoS0 msg/s"] = med(lambda: rate(trees[True], cl, "rate0", broker, counter, args.n))
-            n1 = args.n if cl == "fleetwire" else min(args.n, 200)  # umqtt: ~20/s stop-and-wait
-            res[cl, "QoS1 msg/s"] = med(lambda: rate(trees[True], cl, "rate1", broker, counter, n1))
+            for what in ("calls0", "calls0-nodelay", "calls0-nagle"):
+                res[cl, what] = med(lambda: run_device(trees[True], cl, what, broker, n=5 * args.n))
+            for what in ("rate0", "rate0-nodelay", "rate0-nagle", "rate1", "rate1-nodelay", "rate1-nagle"):
+                n = args.n
+                if cl == "umqtt" and what in ("rate1", "rate1-nagle"):
+                    n = min(n, 200)  # umqtt.simple under Nagle: stop-and-wait, ~40 ms a publish
+                res[cl, what] = med(lambda: rate(trees[True], cl, what, broker, counter, n))
             res[cl, "min heap KB"] = min_heap(trees[True], cl, broker)
             if frozen:
                 res[cl, "import (frozen)"] = med(lambda: run_device(empty, cl, "import", broker, binary=frozen))
@@ -286,14 +287,19 @@ def main():
     if "umqtt" in clients:
         head += "%12s" % "ratio"
     print(head)
-    for what in ("import .py", "import .mpy", "connect+subscribe", "import (frozen)", "connect (frozen)",
-                 "alloc/QoS0 publish", "alloc/QoS1 publish", "QoS0 calls/s (device)", "  both TCP_NODELAY",
-                 "  both Nagle", "QoS0 msg/s", "QoS1 msg/s",
-                 "min heap KB",
-                 "min heap KB (frozen)"):
+    for what, label in (("import .py", None), ("import .mpy", None), ("connect+subscribe", None),
+                        ("import (frozen)", None), ("connect (frozen)", None),
+                        ("alloc/QoS0 publish", None), ("alloc/QoS1 publish", None),
+                        ("calls0", "QoS0 calls/s (device)"), ("calls0-nodelay", "  both TCP_NODELAY"),
+                        ("calls0-nagle", "  both Nagle"),
+                        ("rate0", "QoS0 msg/s"), ("rate0-nodelay", "  both TCP_NODELAY"),
+                        ("rate0-nagle", "  both Nagle"),
+                        ("rate1", "QoS1 msg/s"), ("rate1-nodelay", "  both TCP_NODELAY"),
+                        ("rate1-nagle", "  both Nagle"),
+                        ("min heap KB", None), ("min heap KB (frozen)", None)):
         if what.endswith("(frozen)") and not frozen:
             continue
-        line = "%-24s" % what
+        line = "%-24s" % (label or what)
         vals = [res.get((c, what)) for c in clients]
         for v in vals:
             line += "%14s" % ("-" if v is None else ("%.0f" % v))

@@ -2,7 +2,7 @@
 # unix port (or CPython), for fleetwire or umqtt.simple (same API subset).
 #   micropython client_device.py CLIENT WHAT HOST PORT [N]
 # CLIENT: fleetwire | umqtt.  WHAT: import | connect | alloc0 | alloc1 | calls0[-nodelay|-nagle] |
-#   rate0 | rate1 | scenario
+#   rate0[-nodelay|-nagle] | rate1[-nodelay|-nagle] | scenario
 # Prints one line "RESULT <what> <number>" (bytes, or messages for the rates).
 import sys
 import gc
@@ -96,8 +96,12 @@ if what.startswith("calls0"):
     c.disconnect()
     sys.exit(0)
 
-if what in ("rate0", "rate1"):
-    qos = int(what[-1])
+if what.startswith("rate"):
+    # rate0 / rate1 with each client's own socket options; -nodelay / -nagle: the same
+    # TCP_NODELAY setting for both clients
+    qos = int(what[4])
+    if what != "rate%d" % qos:
+        c.sock.setsockopt(6, 1, 1 if what.endswith("-nodelay") else 0)  # IPPROTO_TCP, TCP_NODELAY
     print("GO")
     if hasattr(sys.stdout, "flush"):
         sys.stdout.flush()
