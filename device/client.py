@@ -155,10 +155,9 @@ class MQTTClient:
                 self._topic_bytes = topic.encode("utf-8")
                 self._topic_str = topic
             topic = self._topic_bytes
-        if isinstance(msg, str):
-            msg = msg.encode("utf-8")
-        elif not isinstance(msg, bytes):
-            msg = bytes(msg)  # a caller may reuse its buffer: keep a copy
+        if type(msg) is not bytes:
+            # str as UTF-8; a bytearray or memoryview is copied: a caller may reuse its buffer
+            msg = msg.encode("utf-8") if isinstance(msg, str) else bytes(msg)
         s = self._s
         if block and s.state != CONNECTED and not self.reconnect:
             raise MQTTException(say("not_conn"))

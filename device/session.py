@@ -227,8 +227,9 @@ class Session:
             self._valid_topic = topic     # bytes are immutable: checked once is checked for good
         if qos < 0 or qos > 2:
             raise ValueError(say("qos"))
-        if wire.varint_size(len(topic) + len(msg) + 4) + 5 + len(topic) + len(msg) > len(self.tx):
-            raise ValueError(say("too_big", len(topic) + len(msg) + 4, len(self.tx)))
+        n = len(topic) + len(msg) + 4   # remaining length, at most (QoS 0 has no packet id)
+        if n + 5 > len(self.tx) and 1 + wire.varint_size(n) + n > len(self.tx):
+            raise ValueError(say("too_big", n, len(self.tx)))
         st = self.store
         if qos and st:
             # into the store before publish() returns: it survives a reset from now on
@@ -419,7 +420,7 @@ class Session:
             self._resend = 0
         s = self._pend_head
         if s == _NIL:
-            return self._pack_stored(tx)
+            return 0 if self.store is None else self._pack_stored(tx)
         fl = self._flags[s]
         qos = fl & 3
         if qos and self.inflight >= self.max_inflight:

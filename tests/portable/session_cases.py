@@ -249,6 +249,19 @@ def test_a_publish_that_cannot_fit_max_packet_is_refused_up_front():
     eq(s.pending, 0)
 
 
+def test_a_publish_that_fills_max_packet_exactly_is_accepted_and_one_byte_more_is_not():
+    # topic "t", QoS 1: the packet is 1 + varint(n) + n bytes for n = 5 + payload;
+    # 131 bytes is n = 128, the first remaining length that takes a 2-byte varint
+    for size, payload in ((64, 57), (131, 123)):
+        s = session(max_packet=size)
+        raises(ValueError, s.publish, b"t", b"x" * (payload + 1), 1)
+        s.publish(b"t", b"x" * payload, 1)
+        s.start(0)
+        out(s)
+        recv(s, P.Connack(False, 0))
+        eq([len(p.payload) for p in out(s)], [payload])
+
+
 def test_MQTT_4_7_1_1_wildcards_in_a_publish_topic_are_refused():
     s = session()
     raises(ValueError, s.publish, b"a/+", b"x", 0)
