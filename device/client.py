@@ -146,7 +146,8 @@ class MQTTClient:
     def publish(self, topic, msg, retain=False, qos=0, *, block=True):
         """Publish msg to topic -> packet id (0 for QoS 0).
 
-        block=True (umqtt behaviour) waits until a QoS 1/2 message is complete.
+        block=True (umqtt behaviour) waits until a QoS 1/2 message is complete, and a
+        QoS 0 message until it is written to the socket.
         block=False returns at once; the message is sent within the in-flight
         window, kept for resending until acknowledged, and on_delivered(pid) says
         when it completes. Pass bytes to publish without allocating."""
@@ -167,8 +168,13 @@ class MQTTClient:
                 self._flush(ticks_ms())
             except (OSError, MQTTException) as e:
                 self._failed(e)  # the message stays queued for the next connection
-        if block and qos:
-            self._wait(_until_complete, pid, self.timeout_ms)
+        if block:
+            if qos:
+                self._wait(_until_complete, pid, self.timeout_ms)
+            elif self.sock and (s.pending or self._txo < self._txn):
+                # The socket is full (a slow link): wait for it, as umqtt's blocking write
+                # does, rather than fill the queue and raise QueueFull.
+                self._wait(_until_written, 0, self.timeout_ms)
         return pid
 
     def subscribe(self, topic, qos=0):
@@ -447,6 +453,10 @@ def _until_disconnected(c, _):
 
 def _until_complete(c, pid):
     return not c._s.holds(pid)
+
+
+def _until_written(c, _):
+    return c.sock is None or (not c._s.pending and c._txo >= c._txn)
 
 
 def _until_suback(c, pid):

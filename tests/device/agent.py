@@ -121,6 +121,14 @@ def run(cmd):
         while counts["lost"] == n and ticks_diff(ticks_ms(), t0) < cmd.get("ms", 10000):
             c.loop(10)
         return {"ms": ticks_diff(ticks_ms(), t0), "lost": counts["lost"] > n, "events": events[:]}
+    if op == "burst":
+        # n QoS 0 publishes in a tight loop, umqtt style (blocking calls, nothing else),
+        # with a small socket send buffer so a slow link pushes back within a few KB
+        c.sock.setsockopt(1, 7, cmd.get("sndbuf", 4096))  # SOL_SOCKET, SO_SNDBUF (Linux)
+        body = "x" * cmd.get("size", 1000)
+        for i in range(cmd["n"]):
+            c.publish(cmd["topic"], "%05d" % i + body)
+        return {"pending": c.pending}
     if op == "fill":
         # Publish numbered messages without blocking until the queue says it is full.
         n = 0

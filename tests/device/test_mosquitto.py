@@ -131,3 +131,20 @@ def test_a_refused_connection_names_the_reason(device, mosquitto):
     d.call("init", id="", host=mosquitto.host, port=mosquitto.port)
     r = d.try_call("connect", clean=False)
     assert not r["ok"] and "MQTT-3.1.3-7" in r["error"]
+
+
+def test_blocking_qos0_publishes_wait_for_a_slow_link_as_umqtt_does_and_lose_nothing(
+        device, make_proxy, observer):
+    # umqtt.simple's publish blocks in its socket write; fleetwire's socket never blocks,
+    # so a blocking QoS 0 publish waits until its packet is written instead of filling
+    # the queue and raising QueueFull when the network is slower than the loop.
+    observer.subscribe("fw/burst", 0)
+    p = make_proxy()
+    p.throttle(300000, "up")   # bytes/s: 400 KB take over a second; the buffers hold less
+    d = device()
+    d.call("init", id=d.client_id, host="127.0.0.1", port=p.port, keepalive=30)
+    d.call("connect")
+    r = d.call("burst", topic="fw/burst", n=400, size=1000, timeout=60)
+    assert r["pending"] == 0
+    msgs = observer.wait_for(400, timeout=30)
+    assert [int(m[1][:5]) for m in msgs] == list(range(400))
