@@ -61,9 +61,10 @@ def _header(buf, first, remaining):
     # Writes the fixed header; returns the offset of the variable header.
     if remaining > MAX_REMAINING:
         fail_as("body_max", remaining)
-    total = 1 + varint_size(remaining) + remaining
-    if total > len(buf):
-        fail_as("no_fit", first >> 4, total, len(buf))
+    if remaining + 5 > len(buf):  # the header takes at most 5 bytes: exact check only near the end
+        total = 1 + varint_size(remaining) + remaining
+        if total > len(buf):
+            fail_as("no_fit", first >> 4, total, len(buf))
     buf[0] = first
     i = 1
     while True:
@@ -194,7 +195,11 @@ def put_publish(buf, topic, payload, qos, retain, dup, pid):
     pl = len(payload)
     i = _header(buf, 0x30 | (8 if dup else 0) | qos << 1 | (1 if retain else 0),
                 2 + tl + (2 if qos else 0) + pl)
-    i = put_bytes(buf, i, topic)
+    buf[i] = tl >> 8   # the topic, as put_bytes writes it (inline: this is the hot path)
+    buf[i + 1] = tl & 255
+    i += 2
+    buf[i:i + tl] = topic
+    i += tl
     if qos:
         i = put_u16(buf, i, pid)
     buf[i:i + pl] = payload
