@@ -176,6 +176,33 @@ def run_device(lib, client, what, broker, heap="256K", n=0, on_line=None, timeou
     return result
 
 
+def qstr_bytes(lib, client, broker, mpy_tool=None):
+    """(bytes of interned names (qstr pools) the client's import adds, bytes of bytecode in
+    the modules it loads: None without mpy_tool, MicroPython's tools/mpy-tool.py)."""
+    totals = []
+    modules = []
+
+    def line(l):
+        if "n_total_bytes=" in l:
+            totals.append(int(l.split("n_total_bytes=")[1].split(",")[0]))
+        elif l.startswith("MODULES "):
+            modules.extend(l.split()[1:])
+    if run_device(lib, client, "qstr", broker, on_line=line) is None or len(totals) != 2:
+        return None, None
+    code = None
+    if mpy_tool:
+        code = 0
+        for m in modules:
+            path = os.path.join(lib, *m.split("."))
+            path = path + ".mpy" if os.path.exists(path + ".mpy") else os.path.join(path, "__init__.mpy")
+            r = subprocess.run([sys.executable, mpy_tool, "-d", path], capture_output=True, text=True)
+            for x in r.stdout.splitlines():
+                x = x.split()
+                if x[:2] == ["raw", "bytecode:"]:   # "raw bytecode: SIZE HEX"
+                    code += int(x[2])
+    return totals[1] - totals[0], code
+
+
 def rate(lib, client, what, broker, counter, n):
     counter.reset()
     t = {}
@@ -301,6 +328,8 @@ def main():
         for cl in clients:
             res[cl, "import .py"] = med(lambda: run_device(trees[False], cl, "import", broker))
             res[cl, "import .mpy"] = med(lambda: run_device(trees[True], cl, "import", broker))
+            res[cl, "  of it, names"], res[cl, "  of it, bytecode"] = qstr_bytes(
+                trees[True], cl, broker, args.micropython_src and os.path.join(src, "tools", "mpy-tool.py"))
             res[cl, "connect+subscribe"] = med(lambda: run_device(trees[True], cl, "connect", broker))
             res[cl, "alloc/QoS0 publish"] = med(lambda: run_device(trees[True], cl, "alloc0", broker))
             res[cl, "alloc/QoS1 publish"] = med(lambda: run_device(trees[True], cl, "alloc1", broker))
@@ -324,7 +353,9 @@ def main():
     if "umqtt" in clients:
         head += "%12s" % "ratio"
     print(head)
-    for what, label in (("import .py", None), ("import .mpy", None), ("connect+subscribe", None),
+    for what, label in (("import .py", None), ("import .mpy", None), ("  of it, names", None),
+                        ("  of it, bytecode", None),
+                        ("connect+subscribe", None),
                         ("import (frozen)", None), ("connect (frozen)", None),
                         ("alloc/QoS0 publish", None), ("alloc/QoS1 publish", None),
                         ("calls0", "QoS0 calls/s (device)"), ("calls0-nodelay", "  both TCP_NODELAY"),

@@ -1,7 +1,7 @@
 # The device side of bench/client.py: one measurement per run, on the MicroPython
 # unix port (or CPython), for fleetwire or umqtt.simple (same API subset).
 #   micropython client_device.py CLIENT WHAT HOST PORT [N]
-# CLIENT: fleetwire | umqtt.  WHAT: import | connect | alloc0 | alloc1 | calls0[-nodelay|-nagle] |
+# CLIENT: fleetwire | umqtt.  WHAT: import | qstr | connect | alloc0 | alloc1 | calls0[-nodelay|-nagle] |
 #   rate0[-nodelay|-nagle] | rate1[-nodelay|-nagle] | scenario
 # Prints one line "RESULT <what> <number>" (bytes, or messages for the rates).
 import sys
@@ -17,6 +17,11 @@ def mem():
     return gc.mem_alloc() if MP else 0
 
 
+if what == "qstr":
+    # interned names the import adds: micropython.qstr_info() prints its pool totals,
+    # before and after (the host takes the difference of n_total_bytes)
+    import micropython
+    micropython.qstr_info()
 base = mem()
 if client == "fleetwire":
     from fleetwire import MQTTClient
@@ -24,6 +29,11 @@ else:
     from umqtt.simple import MQTTClient
 if what == "import":
     print("RESULT import", mem() - base)
+    sys.exit(0)
+if what == "qstr":
+    micropython.qstr_info()
+    print("MODULES " + " ".join(m for m in sys.modules if m.startswith(client)))
+    print("RESULT qstr 0")
     sys.exit(0)
 
 inbox = []
