@@ -119,7 +119,7 @@ class Counter:
             self.sock.close()
 
 
-def frozen_build(src, lib, mpy_lib, work):
+def frozen_build(src, lib, mpy_lib, work, m32=False):
     """Build MicroPython's unix port from src with the packages in lib (fleetwire and, if
     there, umqtt) frozen; return the binary. Code frozen is bytecode in the executable's
     read-only data, as in a board's flash: importing it puts no code in the heap."""
@@ -135,7 +135,8 @@ def frozen_build(src, lib, mpy_lib, work):
                  "BUILD=" + os.path.join(work, "build"), "FROZEN_MANIFEST=" + manifest,
                  "MPY_LIB_DIR=" + mpy_lib,
                  # modules neither client needs, whose sources are further submodules
-                 "MICROPY_PY_FFI=0", "MICROPY_PY_BTREE=0", "MICROPY_PY_SSL=0", "MICROPY_SSL_MBEDTLS=0"]):
+                 "MICROPY_PY_FFI=0", "MICROPY_PY_BTREE=0", "MICROPY_PY_SSL=0", "MICROPY_SSL_MBEDTLS=0"]
+                + (["CFLAGS_EXTRA=-m32", "LDFLAGS_EXTRA=-m32"] if m32 else [])):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             sys.exit("building MicroPython failed: %s\n%s" % (" ".join(cmd), (r.stdout + r.stderr)[-3000:]))
@@ -288,6 +289,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--umqtt", help="micropython-lib checkout or umqtt/simple.py (read at bench time)")
     ap.add_argument("--micropython-src", help="MicroPython source tree: also measure both clients frozen")
+    ap.add_argument("--m32", action="store_true",
+                    help="with --micropython-src: also build a 32-bit unix port (needs gcc-multilib) and "
+                         "measure the heap there, as on a 32-bit board such as the ESP32")
     ap.add_argument("--n", type=int, default=2000, help="messages per throughput run")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
     args = ap.parse_args()
@@ -302,7 +306,7 @@ def main():
             umqtt_tree(args.umqtt, lib, mpy)
         trees[mpy] = lib
     clients = ["fleetwire"] + (["umqtt"] if args.umqtt else [])
-    frozen = None
+    frozen = frozen32 = None
     if args.micropython_src:
         src = os.path.abspath(args.micropython_src)
         mpy_lib = os.path.join(src, "lib", "micropython-lib")
@@ -310,6 +314,9 @@ def main():
             mpy_lib = os.path.abspath(args.umqtt)
         print("building MicroPython's unix port with the clients frozen ...", flush=True)
         frozen = frozen_build(src, trees[False], mpy_lib, os.path.join(tmp, "frozen"))
+        if args.m32:
+            print("building it again, 32-bit ...", flush=True)
+            frozen32 = frozen_build(src, trees[False], mpy_lib, os.path.join(tmp, "frozen32"), m32=True)
         empty = os.path.join(tmp, "empty")   # MICROPYPATH with no files: imports come from .frozen
         os.makedirs(empty)
     rows = []
@@ -345,6 +352,14 @@ def main():
                 res[cl, "import (frozen)"] = med(lambda: run_device(empty, cl, "import", broker, binary=frozen))
                 res[cl, "connect (frozen)"] = med(lambda: run_device(empty, cl, "connect", broker, binary=frozen))
                 res[cl, "min heap KB (frozen)"] = min_heap(empty, cl, broker, binary=frozen)
+            if frozen32:
+                # the same binary loads the .mpy tree (first on the path) or its frozen copy
+                for what, lib in (("import", trees[True]), ("connect", trees[True]),
+                                  ("import (frozen)", empty), ("connect (frozen)", empty)):
+                    res[cl, what + " 32"] = med(lambda: run_device(lib, cl, what.split()[0], broker,
+                                                                   binary=frozen32))
+                res[cl, "min heap KB 32"] = min_heap(trees[True], cl, broker, binary=frozen32)
+                res[cl, "min heap KB (frozen) 32"] = min_heap(empty, cl, broker, binary=frozen32)
         counter.close()
         cpy = cpython_rates(broker, args.n)
     print()
@@ -364,8 +379,13 @@ def main():
                         ("rate0-nagle", "  both Nagle"),
                         ("rate1", "QoS1 msg/s"), ("rate1-nodelay", "  both TCP_NODELAY"),
                         ("rate1-nagle", "  both Nagle"),
-                        ("min heap KB", None), ("min heap KB (frozen)", None)):
-        if what.endswith("(frozen)") and not frozen:
+                        ("min heap KB", None), ("min heap KB (frozen)", None),
+                        ("import 32", "import .mpy, 32-bit"), ("connect 32", "connect+subscribe, 32"),
+                        ("import (frozen) 32", "import (frozen), 32"),
+                        ("connect (frozen) 32", "connect (frozen), 32"),
+                        ("min heap KB 32", "min heap KB, 32"),
+                        ("min heap KB (frozen) 32", "  (frozen), 32")):
+        if (what.endswith("(frozen)") and not frozen) or (what.endswith(" 32") and not frozen32):
             continue
         line = "%-24s" % (label or what)
         vals = [res.get((c, what)) for c in clients]
