@@ -127,8 +127,11 @@ def run(cmd):
         c.sock.setsockopt(1, 7, cmd.get("sndbuf", 4096))  # SOL_SOCKET, SO_SNDBUF (Linux)
         body = "x" * cmd.get("size", 1000)
         for i in range(cmd["n"]):
-            c.publish(cmd["topic"], "%05d" % i + body)
-        return {"pending": c.pending}
+            try:
+                c.publish(cmd["topic"], "%05d" % i + body)
+            except Exception as e:  # the index reached, for a test of a stalled link
+                return {"pending": c.pending, "sent": i, "error": "%s: %s" % (type(e).__name__, e)}
+        return {"pending": c.pending, "sent": cmd["n"], "error": None}
     if op == "fill":
         # Publish numbered messages without blocking until the queue says it is full.
         n = 0

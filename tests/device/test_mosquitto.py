@@ -148,3 +148,22 @@ def test_blocking_qos0_publishes_wait_for_a_slow_link_as_umqtt_does_and_lose_not
     assert r["pending"] == 0
     msgs = observer.wait_for(400, timeout=30)
     assert [int(m[1][:5]) for m in msgs] == list(range(400))
+
+
+def test_a_blocking_qos0_publish_on_a_stalled_link_gives_up_after_timeout_and_loses_nothing(
+        device, make_proxy, observer):
+    # nothing blocks without a deadline: when the link stops taking data, the publish
+    # that finds the socket full raises after the client's timeout; what it had
+    # accepted goes out, in order, once the link moves again
+    observer.subscribe("fw/stall", 0)
+    p = make_proxy()
+    d = device()
+    d.call("init", id=d.client_id, host="127.0.0.1", port=p.port, keepalive=0, io_timeout=1)
+    d.call("connect")
+    p.delay(3000, "up")   # the proxy holds what it read for 3 s and reads nothing meanwhile
+    r = d.call("burst", topic="fw/stall", n=5000, size=1000, timeout=60)
+    assert r["error"] == "MQTTException: timed out after 1000 ms", r
+    p.clear()
+    d.call("loop", ms=6000)
+    msgs = observer.wait_for(r["sent"] + 1, timeout=30)
+    assert [int(m[1][:5]) for m in msgs] == list(range(r["sent"] + 1))
