@@ -319,7 +319,6 @@ def main():
             frozen32 = frozen_build(src, trees[False], mpy_lib, os.path.join(tmp, "frozen32"), m32=True)
         empty = os.path.join(tmp, "empty")   # MICROPYPATH with no files: imports come from .frozen
         os.makedirs(empty)
-    rows = []
 
     runs = {}   # (client, what) -> every run's value, for the spread of the rates
 

@@ -59,6 +59,13 @@ payload = b"x" * 64
 QUEUE = 16  # fleetwire's default queue_size
 
 
+def same_socket_option(what):
+    # WHAT-nodelay / WHAT-nagle: the same TCP_NODELAY setting for both clients
+    # (fleetwire sets it, umqtt.simple does not)
+    if what.endswith("-nodelay") or what.endswith("-nagle"):
+        c.sock.setsockopt(6, 1, 1 if what.endswith("-nodelay") else 0)  # IPPROTO_TCP, TCP_NODELAY
+
+
 def publish(qos):
     if client == "fleetwire" and qos:
         # pipelined: wait for room in the queue, then publish without blocking (a full
@@ -92,11 +99,9 @@ if what in ("alloc0", "alloc1"):
 
 if what.startswith("calls0"):
     # the device's own cost of a QoS 0 publish, from its clock: the client's code and its
-    # socket writes. fleetwire sets TCP_NODELAY (a segment per packet), umqtt.simple does
-    # not; calls0-nodelay / calls0-nagle give both clients the same setting.
+    # socket writes, with each client's own socket options or the same for both
     import time
-    if what != "calls0":
-        c.sock.setsockopt(6, 1, 1 if what == "calls0-nodelay" else 0)  # IPPROTO_TCP, TCP_NODELAY
+    same_socket_option(what)
     topic = b"bench/calls"   # not bench/out: the subscriber counting the rates must not see these
     t0 = time.ticks_us()
     for i in range(n):
@@ -107,11 +112,9 @@ if what.startswith("calls0"):
     sys.exit(0)
 
 if what.startswith("rate"):
-    # rate0 / rate1 with each client's own socket options; -nodelay / -nagle: the same
-    # TCP_NODELAY setting for both clients
+    # rate0 / rate1, with each client's own socket options or the same for both
     qos = int(what[4])
-    if what != "rate%d" % qos:
-        c.sock.setsockopt(6, 1, 1 if what.endswith("-nodelay") else 0)  # IPPROTO_TCP, TCP_NODELAY
+    same_socket_option(what)
     print("GO")
     if hasattr(sys.stdout, "flush"):
         sys.stdout.flush()

@@ -1,10 +1,8 @@
-# The texts of the client's errors, loaded only when one is raised (as the codec's,
-# fleetwire.codec.reasons, whose format and text() this uses): on a board a message
+# The texts of the client's errors, loaded only when one is raised (session.say formats
+# them with the codec's reasons.text(), in the codec's table format): on a board a message
 # held by a loaded module costs RAM all the time, about 80 bytes each on the 64-bit
 # unix port. One line per error: key, rule ("." for none), message; "%T" prints a
 # packet type's name.
-from .codec import reasons as _codec
-
 TEXT = """
 inflight_q .             need 1 <= max_inflight <= queue_size
 pw_no_user MQTT-3.1.2-22 a password needs a user name in MQTT 3.1.1
@@ -33,7 +31,3 @@ rx_full    .             more than max_inflight (%d) inbound QoS 2 messages in f
 stray_ack  .             %T for packet id %d, which is not awaiting one
 acks_full  .             too many acknowledgements waiting to be written
 """
-
-
-def text(key, values):
-    return _codec.text(key, values, TEXT)

@@ -660,9 +660,9 @@ class Session:
         self._fcount += 1
 
     def _pack_stored(self, tx):
-        # the oldest stored message never sent, if the window has room
+        # the oldest stored message never sent, if the window has room (there is a store)
         st = self.store
-        if st is None or not st.backlog or self.inflight >= self.max_inflight:
+        if not st.backlog or self.inflight >= self.max_inflight:
             return 0
         h = st.next_unsent()
         s = self._free
@@ -792,8 +792,9 @@ def to_bytes(x):
 def say(key, *values):
     """The text of the client's error `key` (fleetwire.reasons, loaded now, not at import)."""
     try:
-        from .reasons import text
-        return text(key, values)
+        from .reasons import TEXT
+        from .codec.reasons import text
+        return text(key, values, TEXT)
     except MemoryError:  # no room for the table: the key still says what broke
         return key
 
