@@ -134,7 +134,10 @@ def partial(land):
     out = []
     for path in glob.glob(os.path.join(land, "date=*", "hour=*", ".*.part")):
         with open(path) as f:
-            out += [json.loads(line) for line in f if line.endswith("\n")]
+            text = f.read()
+        # The collector is still appending: this is a prefix of the file, and
+        # its last piece may be half a line (a write is not atomic to a reader).
+        out += [json.loads(line) for line in text.split("\n")[:-1]]
     return out
 
 
