@@ -5,8 +5,8 @@
 # MicroPython's asyncio and CPython's.
 import asyncio
 
-from .session import (Session, MQTTException, ConnectRefused, ProtocolError, SessionTakenOver,
-                      CONNECTING, CONNECTED, DISCONNECTED, to_bytes, backoff, open_store, say)
+from .session import (MQTTException, ConnectRefused, ProtocolError, SessionTakenOver,
+                      CONNECTING, CONNECTED, DISCONNECTED, to_bytes, backoff, say, Front)
 from .codec.errors import CodecError
 
 try:
@@ -19,7 +19,7 @@ except ImportError:  # a port built without random
     from .cpython import getrandbits
 
 
-class AsyncClient:
+class AsyncClient(Front):
     """await connect() / publish() / subscribe() / unsubscribe() / disconnect().
 
     Options are MQTTClient's, reconnect= and store= included. set_callback(f) gets
@@ -32,20 +32,10 @@ class AsyncClient:
                  ssl=None, *, max_inflight=10, queue_size=16, max_packet=1024,
                  max_subscriptions=8, drop_oldest=False, timeout=10, reconnect=False,
                  backoff_min=1, backoff_max=128, takeover_kicks=3, store=None):
-        self.server = server
-        self.port = port or (8883 if ssl else 1883)
-        self.ssl = ssl
-        self.timeout = timeout
-        s = Session(to_bytes(client_id), keepalive, True, max_inflight, queue_size, max_packet,
-                    max_subscriptions, drop_oldest, int(timeout * 1000), open_store(store))
-        s.set_login(user, password)
-        s.on_message = self._message
-        s.on_delivered = self._delivered
-        s.on_suback = self._suback
-        s.on_unsuback = self._progress
-        s.on_connack = self._connack
-        s.on_discarded = self._discarded
-        self._s = s
+        super().__init__(client_id, server, port, user, password, keepalive, ssl, max_inflight,
+                         queue_size, max_packet, max_subscriptions, drop_oldest, timeout, reconnect,
+                         backoff_min, backoff_max, takeover_kicks, store)
+        self._s.on_unsuback = self._progress
         self._r = self._w = None
         self._tasks = ()
         self._ev = asyncio.Event()
@@ -53,33 +43,11 @@ class AsyncClient:
         self._sub_rc = {}
         self._error = None      # why the link went down last
         self._fatal = None      # why reconnecting stopped for good
-        self.cb = None
-        self.on_connect = None
-        self.on_disconnect = None
-        self.on_reconnect = None
-        self.on_delivered = None
-        self.on_discarded = None
-        self.reconnect = reconnect
-        self.backoff_min = int(backoff_min * 1000)
-        self.backoff_max = int(backoff_max * 1000)
-        self.takeover_kicks = takeover_kicks
-        self._clean = True
         self._retrying = False  # the reconnect task is running
         self._retry_task = None
         self._closing = False   # disconnect() was called: do not come back
-        self._delay = 0
-        self._attempt = 0
-        self._up_at = -1
-        self._kicks = 0
-        self._eof = False
 
-    def set_callback(self, f):
-        self.cb = f
-
-    def set_last_will(self, topic, msg, retain=False, qos=0):
-        if not 0 <= qos <= 2:
-            raise ValueError(say("qos"))
-        self._s.will = (to_bytes(topic), to_bytes(msg), qos, bool(retain))
+    # set_callback and set_last_will are Front's
 
     async def connect(self, clean_session=True):
         """Connect and wait for CONNACK -> 1 if the broker had a session, else 0."""
@@ -128,22 +96,6 @@ class AsyncClient:
             s.disconnect()
             await self._flush()
         await self._shutdown(None)
-
-    def is_connected(self):
-        return self._s.state == CONNECTED
-
-    @property
-    def dropped(self):
-        return self._s.dropped
-
-    @property
-    def pending(self):
-        s = self._s
-        return s.pending + s.inflight + (s.store.backlog if s.store is not None else 0)
-
-    @property
-    def store(self):
-        return self._s.store
 
     # ---- the connection
 
@@ -199,9 +151,9 @@ class AsyncClient:
                 raise self._fatal
             if (strict or not self._retrying) and (self._error is not None or self._s.state == DISCONNECTED):
                 raise self._error or MQTTException(say("not_conn"))
-            left = self.timeout * 1000 - ticks_diff(ticks_ms(), t0)
+            left = self.timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
-                raise MQTTException(say("timeout", int(self.timeout * 1000)))
+                raise MQTTException(say("timeout", self.timeout_ms))
             try:
                 await asyncio.wait_for(self._ev.wait(), left / 1000)
             except asyncio.TimeoutError:
@@ -220,19 +172,12 @@ class AsyncClient:
         self._progress()
 
     def _connack(self, present):
-        self._up_at = ticks_ms()
         self._progress()
-        if self.on_connect:
-            self.on_connect(present)
+        super()._connack(present)
 
     def _delivered(self, pid):
         self._progress()
-        if self.on_delivered:
-            self.on_delivered(pid)
-
-    def _discarded(self, topic, msg, qos):
-        if self.on_discarded:
-            self.on_discarded(topic, msg, qos)
+        super()._delivered(pid)
 
     def _message(self, topic, msg, first):
         if self.cb:
@@ -316,14 +261,7 @@ class AsyncClient:
                 pass
         was = self._s.state == CONNECTED
         if was:
-            up = ticks_diff(ticks_ms(), self._up_at)
-            if self._eof and up < 60000:
-                self._kicks += 1  # closed by the broker right after CONNACK: a clash of ids?
-            else:
-                self._kicks = 0
-            if up >= 60000:
-                self._delay = 0   # it stayed up: start the backoff over
-                self._attempt = 0
+            self._went_down(ticks_ms())
         self._s.lost()
         if reason is not None:
             self._error = reason if isinstance(reason, Exception) else MQTTException(str(reason))

@@ -17,9 +17,9 @@ except ImportError:  # a port built without random
 from .codec.errors import CodecError
 # `from .session import ...`, never `from . import session`: the package's lazy
 # __getattr__ would answer for the submodule on MicroPython.
-from .session import (Session, MQTTException, ConnectRefused, QueueFull, ProtocolError,  # noqa: F401
+from .session import (MQTTException, ConnectRefused, QueueFull, ProtocolError,  # noqa: F401
                       StoreFull, SessionTakenOver, CONNECTING, CONNECTED, DISCONNECTED, to_bytes, backoff,
-                      open_store, say)
+                      say, Front)
 
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT
@@ -27,27 +27,15 @@ _IPPROTO_TCP = 6
 _TCP_NODELAY = 1
 
 
-class MQTTClient:
+class MQTTClient(Front):
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params=None, *, max_inflight=10, queue_size=16, max_packet=1024,
                  max_subscriptions=8, drop_oldest=False, timeout=10, rx_buffer=256,
                  reconnect=False, backoff_min=1, backoff_max=128, takeover_kicks=3, store=None):
-        if port == 0:
-            port = 8883 if ssl else 1883
-        self.server = server
-        self.port = port
-        self.ssl = ssl
+        super().__init__(client_id, server, port, user, password, keepalive, ssl, max_inflight,
+                         queue_size, max_packet, max_subscriptions, drop_oldest, timeout, reconnect,
+                         backoff_min, backoff_max, takeover_kicks, store)
         self.ssl_params = ssl_params or {}
-        self.timeout_ms = int(timeout * 1000)
-        s = Session(to_bytes(client_id), keepalive, True, max_inflight, queue_size, max_packet,
-                    max_subscriptions, drop_oldest, self.timeout_ms, open_store(store))
-        s.set_login(user, password)
-        s.on_message = self._message
-        s.on_delivered = self._delivered
-        s.on_suback = self._suback
-        s.on_connack = self._connack
-        s.on_discarded = self._discarded
-        self._s = s
         self.sock = None
         self._poll = None
         self._rx = bytearray(rx_buffer)
@@ -56,44 +44,12 @@ class MQTTClient:
         self._topic_str = None    # last str topic and its bytes: no allocation when reused
         self._topic_bytes = None
         self._sub_rc = -1
-        self.cb = None
         self.retained = False     # retain flag of the message being delivered
         self.qos = 0              # its QoS
-        # Event callbacks, all optional: on_connect(session_present),
-        # on_disconnect(reason), on_delivered(pid), on_discarded(topic, msg, qos).
-        self.on_connect = None
-        self.on_disconnect = None
-        self.on_delivered = None
-        self.on_discarded = None
-        self.on_reconnect = None   # on_reconnect(attempt, delay_ms) before each wait
-        # Automatic reconnect (off by default, as umqtt.simple): backoff from
-        # backoff_min s doubling to backoff_max s, with jitter so a fleet does not
-        # return in step; back to backoff_min after a connection that stayed up 60 s.
-        self.reconnect = reconnect
-        self.backoff_min = int(backoff_min * 1000)
-        self.backoff_max = int(backoff_max * 1000)
-        self.takeover_kicks = takeover_kicks
-        self._delay = 0          # last backoff delay, ms (0: none)
-        self._attempt = 0
         self._retry_at = 0
-        self._up_at = -1         # ticks of the last CONNACK, -1 if never connected
-        self._kicks = 0          # broker closed us soon after CONNACK, in a row
-        self._eof = False        # the broker closed the connection (FIN), not a reset or a timeout
         self._in_connect = False
-        self._clean = True
 
-    # ---- umqtt.simple API
-
-    def set_callback(self, f):
-        """f(topic, msg) is called with bytes for every message received."""
-        self.cb = f
-
-    def set_last_will(self, topic, msg, retain=False, qos=0):
-        if not 0 <= qos <= 2:
-            raise ValueError(say("qos"))
-        if not topic:
-            raise ValueError(say("will_topic"))
-        self._s.will = (to_bytes(topic), to_bytes(msg), qos, bool(retain))
+    # ---- umqtt.simple API: set_callback and set_last_will are Front's
 
     def connect(self, clean_session=True, timeout=None):
         """Open the connection and wait for CONNACK -> 1 if the broker had a session, else 0."""
@@ -211,32 +167,6 @@ class MQTTClient:
     def loop(self, timeout_ms=0):
         """Do all due I/O and keepalive work, waiting at most timeout_ms for input."""
         self._step(timeout_ms)
-
-    def is_connected(self):
-        return self._s.state == CONNECTED
-
-    @property
-    def pending(self):
-        """Messages accepted and not yet completed (queued, in the store, in flight)."""
-        s = self._s
-        return s.pending + s.inflight + (s.store.backlog if s.store is not None else 0)
-
-    @property
-    def inflight(self):
-        return self._s.inflight
-
-    @property
-    def store(self):
-        """The opened message store, None without one (its `backlog`: messages held in flash)."""
-        return self._s.store
-
-    @property
-    def dropped(self):
-        return self._s.dropped
-
-    def in_flight(self, pid):
-        """True while the message with packet id pid is queued or awaiting its acknowledgement."""
-        return self._s.holds(pid)
 
     # ---- the loop
 
@@ -399,16 +329,7 @@ class MQTTClient:
     def _lose(self, reason):
         was = self.sock is not None
         if was and self._s.state == CONNECTED:
-            # Closed by the broker soon after CONNACK: a sign of a client id clash.
-            up = ticks_diff(ticks_ms(), self._up_at)
-            # A reset or a timeout is the network's doing; a clean close is the broker's.
-            if self._eof and up < 60000:
-                self._kicks += 1
-            else:
-                self._kicks = 0
-            if up >= 60000:
-                self._delay = 0  # it stayed up: start the backoff over
-                self._attempt = 0
+            self._went_down(ticks_ms())
         self._close()
         self._s.lost()
         if was and self.on_disconnect:
@@ -422,24 +343,11 @@ class MQTTClient:
         if self.cb:
             self.cb(topic, msg)
 
-    def _delivered(self, pid):
-        if self.on_delivered:
-            self.on_delivered(pid)
-
     def _suback(self, pid, rc):
         if pid == self._sub_pid:
             self._sub_rc = rc
 
     _sub_pid = 0
-
-    def _connack(self, present):
-        self._up_at = ticks_ms()
-        if self.on_connect:
-            self.on_connect(present)
-
-    def _discarded(self, topic, msg, qos):
-        if self.on_discarded:
-            self.on_discarded(topic, msg, qos)
 
 
 # Conditions for MQTTClient._wait: plain functions, so waiting allocates no closure.

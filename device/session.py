@@ -799,6 +799,118 @@ def say(key, *values):
         return key
 
 
+# ---- the clients' common part
+
+class Front:
+    """What MQTTClient and AsyncClient share, all of it without I/O or a clock: the
+    options, the Session and its event callbacks, and the bookkeeping of a link
+    that went down (the backoff, and the clash-of-ids count behind SessionTakenOver)."""
+
+    def __init__(self, client_id, server, port, user, password, keepalive, ssl, max_inflight,
+                 queue_size, max_packet, max_subscriptions, drop_oldest, timeout, reconnect,
+                 backoff_min, backoff_max, takeover_kicks, store):
+        self.server = server
+        self.port = port or (8883 if ssl else 1883)
+        self.ssl = ssl
+        self.timeout_ms = int(timeout * 1000)
+        s = Session(to_bytes(client_id), keepalive, True, max_inflight, queue_size, max_packet,
+                    max_subscriptions, drop_oldest, self.timeout_ms, open_store(store))
+        s.set_login(user, password)
+        s.on_message = self._message
+        s.on_delivered = self._delivered
+        s.on_suback = self._suback
+        s.on_connack = self._connack
+        s.on_discarded = self._discarded
+        self._s = s
+        self.cb = None
+        # Event callbacks, all optional: on_connect(session_present),
+        # on_disconnect(reason), on_delivered(pid), on_discarded(topic, msg, qos),
+        # on_reconnect(attempt, delay_ms) before each wait.
+        self.on_connect = None
+        self.on_disconnect = None
+        self.on_delivered = None
+        self.on_discarded = None
+        self.on_reconnect = None
+        # Automatic reconnect (off by default, as umqtt.simple): backoff from
+        # backoff_min s doubling to backoff_max s, with jitter so a fleet does not
+        # return in step; back to backoff_min after a connection that stayed up 60 s.
+        self.reconnect = reconnect
+        self.backoff_min = int(backoff_min * 1000)
+        self.backoff_max = int(backoff_max * 1000)
+        self.takeover_kicks = takeover_kicks
+        self._delay = 0          # last backoff delay, ms (0: none)
+        self._attempt = 0
+        self._up_at = -1         # ticks of the last CONNACK, -1 if never connected
+        self._kicks = 0          # broker closed us soon after CONNACK, in a row
+        self._eof = False        # the broker closed the connection (FIN), not a reset or a timeout
+        self._clean = True
+
+    def set_callback(self, f):
+        """f(topic, msg) is called with bytes for every message received."""
+        self.cb = f
+
+    def set_last_will(self, topic, msg, retain=False, qos=0):
+        if not 0 <= qos <= 2:
+            raise ValueError(say("qos"))
+        if not topic:
+            raise ValueError(say("will_topic"))
+        self._s.will = (to_bytes(topic), to_bytes(msg), qos, bool(retain))
+
+    def is_connected(self):
+        return self._s.state == CONNECTED
+
+    @property
+    def pending(self):
+        """Messages accepted and not yet completed (queued, in the store, in flight)."""
+        s = self._s
+        return s.pending + s.inflight + (s.store.backlog if s.store is not None else 0)
+
+    @property
+    def inflight(self):
+        return self._s.inflight
+
+    @property
+    def store(self):
+        """The opened message store, None without one (its `backlog`: messages held in flash)."""
+        return self._s.store
+
+    @property
+    def dropped(self):
+        return self._s.dropped
+
+    def in_flight(self, pid):
+        """True while the message with packet id pid is queued or awaiting its acknowledgement."""
+        return self._s.holds(pid)
+
+    def _went_down(self, now):
+        # A connection that had its CONNACK is gone.
+        up = ticks_diff(now, self._up_at)
+        # Closed by the broker soon after CONNACK: a sign of a client id clash. A reset
+        # or a timeout is the network's doing; a clean close (FIN) is the broker's.
+        if self._eof and up < 60000:
+            self._kicks += 1
+        else:
+            self._kicks = 0
+        if up >= 60000:
+            self._delay = 0  # it stayed up: start the backoff over
+            self._attempt = 0
+
+    # ---- session events
+
+    def _delivered(self, pid):
+        if self.on_delivered:
+            self.on_delivered(pid)
+
+    def _connack(self, present):
+        self._up_at = self._s.last_in  # when the CONNACK came
+        if self.on_connect:
+            self.on_connect(present)
+
+    def _discarded(self, topic, msg, qos):
+        if self.on_discarded:
+            self.on_discarded(topic, msg, qos)
+
+
 def _ignore(*a):
     pass
 
