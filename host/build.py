@@ -69,7 +69,27 @@ def write_package_json(out, written):
     from fleetwire import __version__
     urls = [[rel[len("lib/"):].replace(os.sep, "/"), rel.replace(os.sep, "/")] for rel in sorted(written)]
     with open(os.path.join(out, "package.json"), "w") as f:
-        json.dump({"urls": urls, "version": __version__, "deps": []}, f, indent=1)
+        f.write(dump_package_json({"urls": urls, "version": __version__, "deps": []}))
+
+
+def repo_package_json(root):
+    """The repository's own package.json, as the dict to write: the board tree's sources,
+    each from where it lives in the repository, so that a board with Wi-Fi can
+    `mip.install("github:OWNER/fleetwire")` (or `mpremote mip install github:OWNER/fleetwire`,
+    or `mpremote mip install path/to/clone/package.json`) with no build step."""
+    from fleetwire import __version__
+    urls = [["fleetwire/" + rel.replace(os.sep, "/"), "device/" + rel.replace(os.sep, "/")]
+            for _, rel in _py_files(os.path.join(root, "device"), _HOST_ONLY)]
+    urls += [["fleetwire/codec/" + rel.replace(os.sep, "/"), "shared/" + rel.replace(os.sep, "/")]
+             for _, rel in _py_files(os.path.join(root, "shared"))]
+    return {"urls": urls, "version": __version__, "deps": []}
+
+
+def dump_package_json(doc):
+    # one file a line, as micropython-lib writes its package.json files
+    urls = ",\n".join("    " + json.dumps(u) for u in doc["urls"])
+    return '{\n  "urls": [\n%s\n  ],\n  "deps": %s,\n  "version": %s\n}\n' % (
+        urls, json.dumps(doc["deps"]), json.dumps(doc["version"]))
 
 
 class BuildError(Exception):
@@ -77,4 +97,9 @@ class BuildError(Exception):
 
 
 if __name__ == "__main__":
-    print("\n".join(build(sys.argv[1])))
+    # python -m fleetwire.host.build --package-json ROOT: (re)write ROOT/package.json
+    if sys.argv[1:2] == ["--package-json"]:
+        with open(os.path.join(sys.argv[2], "package.json"), "w") as f:
+            f.write(dump_package_json(repo_package_json(sys.argv[2])))
+    else:
+        print("\n".join(build(sys.argv[1])))

@@ -2,6 +2,7 @@
 manifest points at the build, and the partition table has the store's partition."""
 import functools
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +37,40 @@ def test_mip_installs_the_build_onto_a_board_over_http(tmp_path):
     finally:
         b.stop()
         httpd.shutdown()
+
+
+def test_the_repository_package_json_is_the_board_tree_and_up_to_date(tmp_path):
+    with open(os.path.join(ROOT, "package.json")) as f:
+        text = f.read()
+    fresh = build.dump_package_json(build.repo_package_json(ROOT))
+    assert text == fresh, "package.json is stale: python -m fleetwire.host.build --package-json ."
+    urls = json.loads(text)["urls"]
+    written = build.build(str(tmp_path / "tree"))
+    assert sorted(dst for dst, _ in urls) == sorted(w[len("lib/"):] for w in written)
+    for dst, src in urls:
+        assert os.path.isfile(os.path.join(ROOT, src)), src
+
+
+def test_mip_installs_from_the_repository_itself_with_no_build(tmp_path):
+    # What `mip.install("github:OWNER/fleetwire")` does, from a clone: the sources,
+    # compiled on the board at import. That needs a bigger heap than .mpy does.
+    b = VirtualBoard(str(tmp_path / "vb"), heap="192K").start()
+    try:
+        assert wait_for_prompt(b.port)
+        r = subprocess.run([sys.executable, "-m", "mpremote", "connect", b.port, "resume", "mip", "install",
+                            "--target", "lib", os.path.join(ROOT, "package.json")],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        with open(os.path.join(ROOT, "package.json")) as f:
+            for dst, src in json.load(f)["urls"]:
+                with open(os.path.join(b.fs, "lib", dst), "rb") as got, open(os.path.join(ROOT, src), "rb") as want:
+                    assert got.read() == want.read(), dst
+        r = subprocess.run([sys.executable, "-m", "mpremote", "connect", b.port, "resume", "exec",
+                            "from fleetwire import MQTTClient; print(MQTTClient('d', '127.0.0.1').port)"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.stdout.strip() == "1883", r.stdout + r.stderr
+    finally:
+        b.stop()
 
 
 def test_the_freeze_manifest_names_the_build_tree():
