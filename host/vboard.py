@@ -31,7 +31,8 @@ EMUL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emul")
 STARTUP = """\
 import sys, os
 print("fleetwire virtual board %s (%s reset)" % (os.getenv("FLEETWIRE_VBOARD_ID"), os.getenv("FLEETWIRE_VBOARD_CAUSE")))
-for _f in ("boot.py", "main.py"):
+# In the raw REPL a soft reset runs boot.py only, as on a board (mpremote relies on it).
+for _f in ("boot.py",) if os.getenv("FLEETWIRE_VBOARD_RAW") else ("boot.py", "main.py"):
     try:
         os.stat(_f)
     except OSError:
@@ -146,7 +147,7 @@ class VirtualBoard:
 
     # ---- the interpreter
 
-    def _spawn(self, cause):
+    def _spawn(self, cause, raw=False):
         with open(os.path.join(self.dir, "vboard.json"), "w") as f:
             json.dump({"id": self.id, "reset_cause": cause, "partitions": self.partitions}, f)
         cm, cs = os.openpty()
@@ -156,6 +157,10 @@ class VirtualBoard:
         env["FLEETWIRE_VBOARD"] = self.dir
         env["FLEETWIRE_VBOARD_ID"] = self.id
         env["FLEETWIRE_VBOARD_CAUSE"] = cause
+        if raw:
+            env["FLEETWIRE_VBOARD_RAW"] = "1"
+        self._raw = False
+        self._enter_raw = raw  # Ctrl-A once the new interpreter is at its prompt
         self.proc = subprocess.Popen([micropython.binary(), "-X", "heapsize=" + self.heap, "-i",
                                       os.path.join(self.dir, "_startup.py")],
                                      stdin=cs, stdout=cs, stderr=cs, cwd=self.fs, env=env,
@@ -200,6 +205,8 @@ class VirtualBoard:
     _tail = b""
     _spawned = 0.0
     _held = b""
+    _raw = False          # the interpreter is in the raw REPL (mpremote's mode)
+    _enter_raw = False
 
     def _restarting(self):
         return os.path.exists(os.path.join(self.dir, "reset")) or not self.running
@@ -227,6 +234,8 @@ class VirtualBoard:
                 # up: a Ctrl-C sent to the old one, or before the new one has set its
                 # handler, would be lost or end it.
                 data, self._held = self._held, b""
+                if b"\x02" in data:
+                    self._raw = False  # Ctrl-B: back to the friendly REPL
                 if b"\x03" in data and self.running and not self._at_prompt():
                     # a running program sees KeyboardInterrupt (at a prompt the REPL
                     # reads the byte itself; a signal there would end the interpreter)
@@ -241,11 +250,17 @@ class VirtualBoard:
                 except OSError:
                     data = b""
                 if data:
-                    self._tail = (self._tail + data)[-64:]
+                    seen = self._tail + data
+                    if b"raw REPL; CTRL-B to exit" in seen:
+                        self._raw = True
+                    self._tail = seen[-64:]
                     try:
                         os.write(self._um, data)
                     except OSError:
                         pass
+                    if self._enter_raw and self._tail.endswith(b">>> "):
+                        self._enter_raw = False
+                        os.write(self._cm, b"\x01")
             if self.proc.poll() is None and os.path.exists(os.path.join(self.dir, "reset")):
                 self._kill(cause="soft")  # machine.reset() asked for it
             if self.proc.poll() is not None and not self._stop.is_set():
@@ -265,18 +280,27 @@ class VirtualBoard:
         except OSError:
             pass
         marker = os.path.join(self.dir, "reset")
+        raw = False
         if self._next_cause:
             cause, self._next_cause = self._next_cause, None
         elif os.path.exists(marker):
             cause = "soft"                      # machine.reset()
         elif self.proc.returncode == 0:
             cause = "soft"                      # Ctrl-D / sys.exit(): a soft reset
+            # From the raw REPL a board says so, runs boot.py and is back in the raw
+            # REPL: mpremote's soft reset before each command waits for exactly that.
+            raw = self._raw
+            if raw:
+                try:
+                    os.write(self._um, b"MPY: soft reboot\r\n")
+                except OSError:
+                    pass
         else:
             cause = "hard"                      # it crashed
         if os.path.exists(marker):
             os.remove(marker)
         self.resets += 1
-        self._spawn(cause)
+        self._spawn(cause, raw)
 
 
 def start_boards(root, count=1, heap="96K", link_prefix=None):

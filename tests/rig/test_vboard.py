@@ -37,6 +37,29 @@ def test_mpremote_runs_code_and_copies_files_as_on_a_usb_board(board, tmp_path):
     assert (tmp_path / "b1" / "fs" / "hello.py").read_text() == script.read_text()  # its filesystem
 
 
+def test_mpremote_without_resume_soft_resets_first_as_on_a_board(board, tmp_path):
+    # mpremote's default: Ctrl-D in the raw REPL, then wait for "soft reboot" and the
+    # raw REPL again. On a board that soft reset runs boot.py but not main.py.
+    with open(os.path.join(board.fs, "boot.py"), "w") as f:
+        f.write("open('boots', 'a').write('b')\n")
+    with open(os.path.join(board.fs, "main.py"), "w") as f:
+        f.write("open('mains', 'a').write('m')\n")
+    script = tmp_path / "x.py"
+    script.write_text("print(6 * 7)\n")
+    for args in (["exec", "x = 6 * 7; print(x)"], ["run", str(script)], ["fs", "ls"]):
+        r = subprocess.run([sys.executable, "-m", "mpremote", "connect", board.link] + args,
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert ("42" in r.stdout) == (args[0] != "fs"), r.stdout
+    r = subprocess.run([sys.executable, "-m", "mpremote", "connect", board.link, "exec", "print(x)"],
+                       capture_output=True, text=True, timeout=30)
+    assert "NameError" in r.stdout + r.stderr  # a soft reset: nothing survives from the last command
+    assert board.resets == 4
+    assert open(os.path.join(board.fs, "boots")).read() == "bbbb"
+    assert not os.path.exists(os.path.join(board.fs, "mains"))
+    assert mpremote(board.link, "exec", "print('still', 1)")[1] == "still 1"  # and resume still works
+
+
 def test_pyserial_talks_to_the_repl(board):
     with serial.Serial(board.port, 115200, timeout=2) as s:
         s.write(b"\x03\r")
