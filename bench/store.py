@@ -15,6 +15,7 @@ CPython) and reports the cut points tried.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,13 @@ def main():
     ap.add_argument("--sweep", action="store_true", help="also run the full power-cut sweep")
     a = ap.parse_args()
     out = tempfile.mkdtemp(prefix="fleetwire-bench-store-")
+    try:
+        measure(a, out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def measure(a, out):
     build.build(out, mpy=True)
     lib = os.path.join(out, "lib")
     rows = []

@@ -22,6 +22,11 @@ def pytest_addoption(parser):
     g.addoption("--board", default=None, help="serial port of a real board for the HIL tests")
     g.addoption("--board-broker", default=None,
                 help="HOST:PORT of a broker the real board can reach (needed with --board)")
+    g.addoption("--board-wifi-ssid", default=None,
+                help="Wi-Fi network the real board joins (written to its config.json); without it the "
+                     "board is expected to be on the network already")
+    g.addoption("--board-wifi-password", default=os.environ.get("FLEETWIRE_WIFI_PASSWORD", ""),
+                help="its password (default: $FLEETWIRE_WIFI_PASSWORD, which keeps it out of shell history)")
     g.addoption("--board-heap", default="128K",
                 help="heap of the virtual board (default 128K: fleetwire as .mpy in RAM; frozen it needs less)")
 
@@ -122,10 +127,17 @@ def hil_observer(hil_broker):
 
 
 def device_config(request, broker, **kw):
-    """A config.json for the board under test: a device id of its own, the broker."""
+    """A config.json for the board under test: a device id of its own, the broker, and
+    Wi-Fi: --board-wifi-ssid/--board-wifi-password on a real board (none given: the
+    board is on the network already), a made-up network on a virtual one (its emulated
+    WLAN joins any)."""
+    opt = request.config.getoption
     cfg = {"device_id": "hil-%s-%d" % (request.node.name[:24].replace("[", "-").strip("]"), os.getpid()),
-           "broker": broker[0], "port": broker[1], "wifi_ssid": "hil-lab", "wifi_password": "hil-secret",
-           "period_s": 1, "fw_version": "hil"}
+           "broker": broker[0], "port": broker[1], "period_s": 1, "fw_version": "hil"}
+    if not opt("--board"):
+        cfg.update(wifi_ssid="hil-lab", wifi_password="hil-secret")
+    elif opt("--board-wifi-ssid"):
+        cfg.update(wifi_ssid=opt("--board-wifi-ssid"), wifi_password=opt("--board-wifi-password"))
     cfg.update(kw)
     return cfg
 
