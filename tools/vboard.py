@@ -6,7 +6,7 @@ Runs until Ctrl-C; then every interpreter it started is stopped.
 
   fleetwire vboard                              # one board, prints its port
   fleetwire vboard --count 3 --link /tmp/board  # /tmp/board1 .. /tmp/board3
-  mpremote connect $(readlink /tmp/board1) exec "print('hi')"
+  mpremote connect /tmp/board1 exec "print('hi')"
 """
 import signal
 import sys
