@@ -38,6 +38,14 @@ class RingStore:
     Give it to MQTTClient(store=...); the client mounts it."""
 
     def __init__(self, device):
+        info = getattr(device, "info", None)   # esp32.Partition: (..., label, encrypted)
+        info = info() if info is not None else ()
+        if len(info) > 5 and info[5]:
+            # Encrypted flash is written in 16-byte units and reads erased bytes as
+            # noise: acknowledging by clearing a bit, and finding free space, fail.
+            raise ValueError("partition %r is encrypted: the ring store needs a plain data partition "
+                             "(no 'encrypted' flag in the partition table); FileStore works on an "
+                             "encrypted filesystem" % info[4])
         self.dev = device
         self.nblocks = device.ioctl(4, 0)
         self.bs = device.ioctl(5, 0)

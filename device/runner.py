@@ -36,6 +36,8 @@ def open_store(cfg):
             return RingStore(parts[0])
     except ImportError:
         pass
+    except ValueError as e:  # a partition the ring cannot use: say why, keep the messages in files
+        print("main:", e, "- using the file store")
     import os
     try:
         os.mkdir("store")

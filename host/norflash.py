@@ -38,7 +38,8 @@ class _Rng:
 
 
 class NorFlash:
-    def __init__(self, blocks, block_size=BLOCK_SIZE, path=None):
+    def __init__(self, blocks, block_size=BLOCK_SIZE, path=None, encrypted=False):
+        self.encrypted = encrypted  # what info() reports, as esp32.Partition.info() does
         self.blocks = blocks
         self.block_size = block_size
         self.size = blocks * block_size
@@ -62,6 +63,10 @@ class NorFlash:
         self._partial = False
         self._rng = _Rng(1)
         self.dead = False
+
+    def info(self):
+        """esp32.Partition.info()'s shape: (type, subtype, address, size, label, encrypted)."""
+        return (1, 0x99, 0, self.size, "norflash", self.encrypted)
 
     # ---- power-cut injection
 

@@ -67,7 +67,9 @@ def parse_heap(text):
 
 
 class VirtualBoard:
-    """VirtualBoard(directory, heap="96K", link=None, board_id=None, partitions={"mqtt": 64})."""
+    """VirtualBoard(directory, heap="96K", link=None, board_id=None, partitions={"mqtt": 64}).
+    A partition is a number of 4 KB blocks, or {"blocks": n, "encrypted": True} for one
+    flagged encrypted in the partition table (esp32.Partition.info() says so)."""
 
     def __init__(self, directory, heap="96K", link=None, board_id=None, partitions=None):
         self.dir = os.path.abspath(directory)
@@ -90,6 +92,8 @@ class VirtualBoard:
     def start(self):
         os.makedirs(os.path.join(self.fs, "lib"), exist_ok=True)
         for label, blocks in self.partitions.items():
+            if isinstance(blocks, dict):  # {"blocks": n, "encrypted": True}
+                blocks = blocks["blocks"]
             path = os.path.join(self.dir, "flash-%s.bin" % label)
             if not os.path.exists(path) or os.path.getsize(path) != blocks * 4096:
                 with open(path, "wb") as f:

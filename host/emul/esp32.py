@@ -15,6 +15,10 @@ class Partition:
 
     def __init__(self, label, blocks):
         self.label = label
+        self.encrypted = False
+        if isinstance(blocks, dict):  # {"blocks": n, "encrypted": true}: flagged in the table
+            self.encrypted = bool(blocks.get("encrypted"))
+            blocks = blocks["blocks"]
         self.blocks = blocks
         self.path = _vboard.DIR + "/flash-%s.bin" % label
         self._buf = bytearray(64)
@@ -27,7 +31,7 @@ class Partition:
         return [cls(name, n) for name, n in parts.items() if label is None or name == label]
 
     def info(self):
-        return (self.TYPE_DATA, 0x99, 0, self.blocks * _BLOCK, self.label, False)
+        return (self.TYPE_DATA, 0x99, 0, self.blocks * _BLOCK, self.label, self.encrypted)
 
     def readblocks(self, block, buf, off=0):
         with open(self.path, "rb") as f:

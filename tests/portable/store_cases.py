@@ -505,3 +505,14 @@ def test_ram_store_keeps_copies_in_order_and_reports_full():
         pass
     assert 20 < len(pids) < 200
     assert drain(s, {}) == list(range(len(pids)))
+
+
+def test_ring_store_refuses_an_encrypted_partition_and_says_why():
+    try:
+        RingStore(NorFlash(4, block_size=512, encrypted=True))
+    except ValueError as e:
+        if "encrypted" not in str(e) or "FileStore" not in str(e):
+            raise AssertionError(str(e))
+    else:
+        raise AssertionError("an encrypted partition was accepted")
+    RingStore(NorFlash(4, block_size=512, encrypted=False))

@@ -73,6 +73,25 @@ def test_mip_installs_from_the_repository_itself_with_no_build(tmp_path):
         b.stop()
 
 
+def test_an_encrypted_mqtt_partition_leaves_the_board_on_the_file_store_saying_why(tmp_path):
+    # The ring store clears bits to acknowledge; encrypted flash cannot do that. The
+    # board's runner says so and keeps its messages in files instead of failing.
+    b = VirtualBoard(str(tmp_path / "vb"), partitions={"mqtt": {"blocks": 16, "encrypted": True}}).start()
+    try:
+        build.build(b.fs, mpy=True)
+        assert wait_for_prompt(b.port)
+        code = ("import esp32; print(esp32.Partition.find(esp32.Partition.TYPE_DATA, label='mqtt')[0].info()[5]); "
+                "from fleetwire import runner; print(runner.open_store({}))")
+        r = subprocess.run([sys.executable, "-m", "mpremote", "connect", b.port, "exec", code],
+                           capture_output=True, text=True, timeout=60)
+        lines = r.stdout.strip().splitlines()
+        assert lines[0] == "True", r.stdout + r.stderr
+        assert "partition 'mqtt' is encrypted" in lines[1] and "using the file store" in lines[1], lines
+        assert lines[2] == "store", lines
+    finally:
+        b.stop()
+
+
 def test_the_freeze_manifest_names_the_build_tree():
     calls = []
     env = {"include": lambda p: calls.append(("include", p)),
