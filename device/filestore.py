@@ -11,6 +11,7 @@
 # exactly q<cursor> .. q<last>: no list of them is kept in RAM.
 import os
 from binascii import crc32
+from struct import pack_into
 
 from .codec import wire
 from .session import StoreFull, SENT, REL, DONE
@@ -125,9 +126,7 @@ class FileStore:
         b[5] = pid >> 8
         b[6] = seq & 255
         b[7] = seq >> 8 & 255
-        c32 = crc32(self._mv[_HDR:_HDR + n], crc32(self._mv[2:8]))
-        for i in range(4):
-            b[8 + i] = c32 >> (8 * i) & 255
+        pack_into("<I", b, 8, crc32(self._mv[_HDR:_HDR + n], crc32(self._mv[2:8])))
         tmp = self._name("t", seq)
         try:
             with open(tmp, "wb") as f:

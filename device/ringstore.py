@@ -17,6 +17,8 @@
 # never over it. Before an erase the block header is zeroed, so a torn erase is
 # never taken for a valid block.
 from binascii import crc32
+from struct import pack_into  # a 32-bit CRC stored without shifting it: on a 32-bit board
+                              # each shift of a value of 2**30 or more allocates
 
 try:
     from micropython import const
@@ -288,11 +290,11 @@ class RingStore:
         seq = self._bseq[self._order[-1]] + 1 if self._order else 1
         bh = self._bh
         bh[:4] = _BMAGIC
-        _put32(bh, 4, seq)
+        pack_into("<I", bh, 4, seq)
         bh[8] = len(self._buf) & 255
         bh[9] = len(self._buf) >> 8
         bh[10] = bh[11] = 0xFF
-        _put32(bh, 12, crc32(memoryview(bh)[:12]))
+        pack_into("<I", bh, 12, crc32(memoryview(bh)[:12]))
         self._blank[nb] = 0
         self.dev.writeblocks(nb, bh, 0)
         self._bseq[nb] = seq
@@ -376,7 +378,7 @@ class RingStore:
         buf[5] = pid >> 8
         buf[6] = self._seq & 255
         buf[7] = self._seq >> 8
-        _put32(buf, 8, crc32(self._mv[_HDR:_HDR + n], crc32(self._bcrc)))
+        pack_into("<I", buf, 8, crc32(self._mv[_HDR:_HDR + n], crc32(self._bcrc)))
         k = _rlen(n)
         for i in range(_HDR + n, k):
             buf[i] = 0xFF
@@ -434,9 +436,3 @@ def _u16(b, i):
 def _u32(b, i):
     return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
 
-
-def _put32(b, i, v):
-    b[i] = v & 255
-    b[i + 1] = v >> 8 & 255
-    b[i + 2] = v >> 16 & 255
-    b[i + 3] = v >> 24 & 255
