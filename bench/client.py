@@ -357,6 +357,10 @@ def main():
                                   ("import (frozen)", empty), ("connect (frozen)", empty)):
                     res[cl, what + " 32"] = med(lambda: run_device(lib, cl, what.split()[0], broker,
                                                                    binary=frozen32))
+                # allocation at 32-bit object sizes: an int of 2**30 or more is a heap object there
+                for what in ("alloc0", "alloc1"):
+                    res[cl, what + " 32"] = med(lambda: run_device(trees[True], cl, what, broker,
+                                                                   binary=frozen32))
                 res[cl, "min heap KB 32"] = min_heap(trees[True], cl, broker, binary=frozen32)
                 res[cl, "min heap KB (frozen) 32"] = min_heap(empty, cl, broker, binary=frozen32)
         counter.close()
@@ -382,6 +386,7 @@ def main():
                         ("import 32", "import .mpy, 32-bit"), ("connect 32", "connect+subscribe, 32"),
                         ("import (frozen) 32", "import (frozen), 32"),
                         ("connect (frozen) 32", "connect (frozen), 32"),
+                        ("alloc0 32", "alloc/QoS0 publish, 32"), ("alloc1 32", "alloc/QoS1 publish, 32"),
                         ("min heap KB 32", "min heap KB, 32"),
                         ("min heap KB (frozen) 32", "  (frozen), 32")):
         if (what.endswith("(frozen)") and not frozen) or (what.endswith(" 32") and not frozen32):

@@ -188,10 +188,12 @@ class MQTTClient(Front):
             if self._rxp >= self._rxe:
                 if timeout_ms > wait:
                     timeout_ms = wait
-                if self._txo < self._txn:
-                    self._poll.modify(self.sock, _POLLIN | _POLLOUT)
-                else:
-                    self._poll.modify(self.sock, _POLLIN)
+                m = _POLLIN | _POLLOUT if self._txo < self._txn else _POLLIN
+                if m != self._pmask:
+                    # only on a change: modify() looks the socket up by its address, an
+                    # int that allocates where addresses pass 2**30 (a 32-bit unix port)
+                    self._poll.modify(self.sock, m)
+                    self._pmask = m
                 if timeout_ms > 0 and not self._pending_tls():
                     self._wait_io(timeout_ms)
             self._read()
@@ -291,6 +293,7 @@ class MQTTClient(Front):
         self._eof = False
         self._poll = select.poll()
         self._poll.register(sock, _POLLIN)
+        self._pmask = _POLLIN
         self._ipoll = getattr(self._poll, "ipoll", None)
         if hasattr(sock, "recv_into"):  # CPython
             from .cpython import socket_io
@@ -301,7 +304,7 @@ class MQTTClient(Front):
 
     def _wait_io(self, timeout_ms):
         if self._ipoll:
-            for _ in self._ipoll(timeout_ms, 1):
+            for _ in self._ipoll(timeout_ms):  # not one-shot: the mask stays as set
                 pass
         else:
             self._poll.poll(timeout_ms)
