@@ -6,7 +6,8 @@ A small supervisor holds two pseudo-terminals: the one users open (its path is
 Ctrl-C from the user into SIGINT for the interpreter (a board's UART does the same
 to a running program), and when the interpreter exits -- machine.reset(), Ctrl-D,
 a crash -- starts it again while the user's terminal stays open, as a board's USB
-UART does.
+UART does. A soft reset from the raw REPL (mpremote's, before each command) says
+"soft reboot", runs boot.py only and re-enters the raw REPL, as a board does.
 
 Each board has a directory: `fs/` is its filesystem (the interpreter's working
 directory, with `lib/` on the module path as on a board); beside it are its emulated
