@@ -28,6 +28,7 @@ import tty
 from fleetwire.host import micropython
 
 EMUL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emul")
+_RAW_BANNER = b"raw REPL; CTRL-B to exit"
 
 STARTUP = """\
 import sys, os
@@ -256,8 +257,10 @@ class VirtualBoard:
                     data = b""
                 if data:
                     seen = self._tail + data
-                    if b"raw REPL; CTRL-B to exit" in seen:
+                    if _RAW_BANNER in seen:
                         self._raw = True
+                        # counted once: the tail must not find it again after a Ctrl-B
+                        seen = seen.replace(_RAW_BANNER, b"")
                     self._tail = seen[-64:]
                     try:
                         os.write(self._um, data)

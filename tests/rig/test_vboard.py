@@ -58,6 +58,13 @@ def test_mpremote_without_resume_soft_resets_first_as_on_a_board(board, tmp_path
     assert open(os.path.join(board.fs, "boots")).read() == "bbbb"
     assert not os.path.exists(os.path.join(board.fs, "mains"))
     assert mpremote(board.link, "exec", "print('still', 1)")[1] == "still 1"  # and resume still works
+    # mpremote left with Ctrl-B: a Ctrl-D at the friendly prompt is a full soft reset again
+    with serial.Serial(board.port, 115200, timeout=0.2) as s:
+        s.write(b"\r\x04")
+        end = time.monotonic() + 10
+        while not os.path.exists(os.path.join(board.fs, "mains")) and time.monotonic() < end:
+            s.read(256)
+    assert open(os.path.join(board.fs, "mains")).read() == "m"
 
 
 def test_pyserial_talks_to_the_repl(board):
