@@ -110,6 +110,9 @@ class Session:
         self.username = None
         self.password = None
         self.reader = PacketReader(max_packet)
+        # Handlers read received packets through a view: a slice of it, copied once by
+        # bytes(), is the topic or payload (a slice of the bytearray would copy twice).
+        self._rview = memoryview(self.reader.buf)
         self.tx = bytearray(max_packet)
         self._valid_topic = None  # the last bytes topic name check_name() passed
         # Outbound messages: slots in three singly linked lists (free, pending =
@@ -317,7 +320,7 @@ class Session:
         n = r.size
         r.reset()  # the body stays in r.buf until the reader is fed again
         try:
-            self._handle(first, r.buf, n)
+            self._handle(first, self._rview, n)
         except CodecError as e:
             raise ProtocolError(say("malformed", e))
 
