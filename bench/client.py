@@ -214,6 +214,24 @@ def rate(lib, client, what, broker, counter, n):
     return n / (counter.last - t["go"])
 
 
+def alloc_rx(lib, client, what, broker, binary=None):
+    """Bytes allocated per received message: 120 messages of 64 B published to the device."""
+    import paho.mqtt.client as mqtt
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+    pub.connect(broker.host, broker.port)
+    pub.loop_start()
+
+    def feed(line):
+        if line == "READY":
+            for i in range(120):
+                pub.publish("bench/rx", b"r" * 64, qos=int(what[-1]))
+    try:
+        return run_device(lib, client, what, broker, on_line=feed, timeout=60, binary=binary)
+    finally:
+        pub.loop_stop()
+        pub.disconnect()
+
+
 def min_heap(lib, client, broker, binary=None):
     """Smallest -X heapsize (KB) at which the scenario succeeds."""
     import paho.mqtt.client as mqtt
@@ -339,6 +357,8 @@ def main():
             res[cl, "connect+subscribe"] = med(lambda: run_device(trees[True], cl, "connect", broker))
             res[cl, "alloc/QoS0 publish"] = med(lambda: run_device(trees[True], cl, "alloc0", broker))
             res[cl, "alloc/QoS1 publish"] = med(lambda: run_device(trees[True], cl, "alloc1", broker))
+            for what in ("allocrx0", "allocrx1"):
+                res[cl, what] = med(lambda: alloc_rx(trees[True], cl, what, broker))
             for what in ("calls0", "calls0-nodelay", "calls0-nagle"):
                 res[cl, what] = med(lambda: run_device(trees[True], cl, what, broker, n=5 * args.n))
             for what in ("rate0", "rate0-nodelay", "rate0-nagle", "rate1", "rate1-nodelay", "rate1-nagle"):
@@ -361,6 +381,9 @@ def main():
                 for what in ("alloc0", "alloc1"):
                     res[cl, what + " 32"] = med(lambda: run_device(trees[True], cl, what, broker,
                                                                    binary=frozen32))
+                for what in ("allocrx0", "allocrx1"):
+                    res[cl, what + " 32"] = med(lambda: alloc_rx(trees[True], cl, what, broker,
+                                                                 binary=frozen32))
                 res[cl, "min heap KB 32"] = min_heap(trees[True], cl, broker, binary=frozen32)
                 res[cl, "min heap KB (frozen) 32"] = min_heap(empty, cl, broker, binary=frozen32)
         counter.close()
@@ -376,6 +399,7 @@ def main():
                         ("connect+subscribe", None),
                         ("import (frozen)", None), ("connect (frozen)", None),
                         ("alloc/QoS0 publish", None), ("alloc/QoS1 publish", None),
+                        ("allocrx0", "alloc/QoS0 receive"), ("allocrx1", "alloc/QoS1 receive"),
                         ("calls0", "QoS0 calls/s (device)"), ("calls0-nodelay", "  both TCP_NODELAY"),
                         ("calls0-nagle", "  both Nagle"),
                         ("rate0", "QoS0 msg/s"), ("rate0-nodelay", "  both TCP_NODELAY"),
@@ -387,6 +411,7 @@ def main():
                         ("import (frozen) 32", "import (frozen), 32"),
                         ("connect (frozen) 32", "connect (frozen), 32"),
                         ("alloc0 32", "alloc/QoS0 publish, 32"), ("alloc1 32", "alloc/QoS1 publish, 32"),
+                        ("allocrx0 32", "alloc/QoS0 receive, 32"), ("allocrx1 32", "alloc/QoS1 receive, 32"),
                         ("min heap KB 32", "min heap KB, 32"),
                         ("min heap KB (frozen) 32", "  (frozen), 32")):
         if (what.endswith("(frozen)") and not frozen) or (what.endswith(" 32") and not frozen32):

@@ -1,8 +1,8 @@
 # The device side of bench/client.py: one measurement per run, on the MicroPython
 # unix port (or CPython), for fleetwire or umqtt.simple (same API subset).
 #   micropython client_device.py CLIENT WHAT HOST PORT [N]
-# CLIENT: fleetwire | umqtt.  WHAT: import | qstr | connect | alloc0 | alloc1 | calls0[-nodelay|-nagle] |
-#   rate0[-nodelay|-nagle] | rate1[-nodelay|-nagle] | scenario
+# CLIENT: fleetwire | umqtt.  WHAT: import | qstr | connect | alloc0 | alloc1 | allocrx0 | allocrx1 |
+#   calls0[-nodelay|-nagle] | rate0[-nodelay|-nagle] | rate1[-nodelay|-nagle] | scenario
 # Prints one line "RESULT <what> <number>" (bytes, or messages for the rates).
 import sys
 import gc
@@ -94,6 +94,32 @@ if what in ("alloc0", "alloc1"):
     b = gc.mem_alloc() if MP else 0
     gc.enable()
     print("RESULT %s %d" % (what, (b - a) // k))
+    c.disconnect()
+    sys.exit(0)
+
+if what in ("allocrx0", "allocrx1"):
+    # bytes allocated per message received at QoS 0 / 1 (64 B on bench/rx, sent by the
+    # host after READY: 20 to warm up, then 100 measured), the callback only counting
+    qos = int(what[-1])
+    got = [0]
+
+    def count(t, m):
+        got[0] += 1
+    c.set_callback(count)
+    c.subscribe(b"bench/rx", qos)
+    print("READY")
+    if hasattr(sys.stdout, "flush"):
+        sys.stdout.flush()
+    while got[0] < 20:
+        c.wait_msg()
+    gc.collect()
+    gc.disable()
+    a = gc.mem_alloc() if MP else 0
+    while got[0] < 120:
+        c.wait_msg()
+    b = gc.mem_alloc() if MP else 0
+    gc.enable()
+    print("RESULT %s %d" % (what, (b - a) // 100))
     c.disconnect()
     sys.exit(0)
 
