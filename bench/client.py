@@ -214,8 +214,9 @@ def rate(lib, client, what, broker, counter, n):
     return n / (counter.last - t["go"])
 
 
-def alloc_rx(lib, client, what, broker, binary=None):
-    """Bytes allocated per received message: 120 messages of 64 B published to the device."""
+def run_fed(lib, client, what, broker, topic, payloads, qos, **kw):
+    """run_device, with a paho-mqtt publisher that sends payloads to topic once the
+    device prints READY -> the device's result."""
     import paho.mqtt.client as mqtt
     pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
     pub.connect(broker.host, broker.port)
@@ -223,34 +224,25 @@ def alloc_rx(lib, client, what, broker, binary=None):
 
     def feed(line):
         if line == "READY":
-            for i in range(120):
-                pub.publish("bench/rx", b"r" * 64, qos=int(what[-1]))
+            for p in payloads:
+                pub.publish(topic, p, qos=qos)
     try:
-        return run_device(lib, client, what, broker, on_line=feed, timeout=60, binary=binary)
+        return run_device(lib, client, what, broker, on_line=feed, timeout=60, **kw)
     finally:
         pub.loop_stop()
         pub.disconnect()
 
 
+def alloc_rx(lib, client, what, broker, binary=None):
+    """Bytes allocated per received message: 120 messages of 64 B published to the device."""
+    return run_fed(lib, client, what, broker, "bench/rx", [b"r" * 64] * 120, int(what[-1]), binary=binary)
+
+
 def min_heap(lib, client, broker, binary=None):
     """Smallest -X heapsize (KB) at which the scenario succeeds."""
-    import paho.mqtt.client as mqtt
-
     def ok(kb):
-        pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
-        pub.connect(broker.host, broker.port)
-        pub.loop_start()
-
-        def feed(line):
-            if line == "READY":
-                for i in range(10):
-                    pub.publish("bench/in", b"m%d" % i, qos=1)
-        try:
-            return run_device(lib, client, "scenario", broker, heap="%dK" % kb, on_line=feed, timeout=60,
-                              binary=binary) == 1
-        finally:
-            pub.loop_stop()
-            pub.disconnect()
+        return run_fed(lib, client, "scenario", broker, "bench/in", [b"m%d" % i for i in range(10)], 1,
+                       heap="%dK" % kb, binary=binary) == 1
     lo, hi = 4, 256
     if not ok(hi):
         return None

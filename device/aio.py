@@ -39,8 +39,7 @@ class AsyncClient(Front):
         self._r = self._w = None
         self._tasks = ()
         self._ev = asyncio.Event()
-        self._rx = bytearray(256)
-        self._rxv = memoryview(self._rx)
+        self._rx = memoryview(bytearray(256))  # a view: feed() slices it without copying
         self._sub_rc = {}
         self._error = None      # why the link went down last
         self._fatal = None      # why reconnecting stopped for good
@@ -213,7 +212,7 @@ class AsyncClient(Front):
             while True:
                 if hasattr(self._r, "readinto"):
                     n = await self._r.readinto(self._rx)
-                    data = self._rxv  # feed() slices it: a view, not a copy
+                    data = self._rx
                 else:
                     data = await self._r.read(len(self._rx))
                     n = len(data)

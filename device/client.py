@@ -38,8 +38,7 @@ class MQTTClient(Front):
         self.ssl_params = ssl_params or {}
         self.sock = None
         self._poll = None
-        self._rx = bytearray(rx_buffer)
-        self._rxv = memoryview(self._rx)  # feed() slices it: a view, not a copy
+        self._rx = memoryview(bytearray(rx_buffer))  # a view: feed() slices it without copying
         self._rxp = self._rxe = 0
         self._txo = self._txn = 0
         self._topic_str = None    # last str topic and its bytes: no allocation when reused
@@ -259,7 +258,7 @@ class MQTTClient(Front):
         # Positions live on self: a callback may re-enter the loop and consume bytes.
         while self._rxp < self._rxe:
             try:
-                self._rxp = r.feed(self._rxv, self._rxp, self._rxe)
+                self._rxp = r.feed(self._rx, self._rxp, self._rxe)
             except CodecError as e:
                 raise ProtocolError(say("malformed", e))
             if r.ready:

@@ -256,12 +256,11 @@ class VirtualBoard:
                 except OSError:
                     data = b""
                 if data:
-                    seen = self._tail + data
-                    if _RAW_BANNER in seen:
+                    # the banner in this output (it may start in the tail's last bytes),
+                    # not one seen earlier: after a Ctrl-B it must not count again
+                    if _RAW_BANNER in self._tail[1 - len(_RAW_BANNER):] + data:
                         self._raw = True
-                        # counted once: the tail must not find it again after a Ctrl-B
-                        seen = seen.replace(_RAW_BANNER, b"")
-                    self._tail = seen[-64:]
+                    self._tail = (self._tail + data)[-64:]
                     try:
                         os.write(self._um, data)
                     except OSError:
