@@ -118,6 +118,23 @@ class MQTTClient(Front):
         s = self._s
         if block and s.state != CONNECTED and not self.reconnect:
             raise MQTTException(say("not_conn"))
+        if not qos and self.sock and self._txo >= self._txn:
+            # nothing queued or due ahead of it: written now, past the queue (the common case
+            # for a sensor loop, and as cheap as umqtt.simple's publish)
+            n = s.pack_qos0(topic, msg, retain)
+            if n:
+                self._txo = 0
+                self._txn = n
+                try:
+                    self._txo = self._send(s.tx, 0, n) or 0
+                except OSError as e:
+                    self._failed(e)  # lost with the link, as a QoS 0 message may be
+                    return 0
+                if self._txo >= n:
+                    s.wrote(ticks_ms())
+                elif block:
+                    self._wait(_until_written, 0, self.timeout_ms)
+                return 0
         pid = s.publish(topic, msg, qos, retain)
         if self.sock:
             try:

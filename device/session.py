@@ -261,6 +261,19 @@ class Session:
         self.pending += 1
         return pid
 
+    def pack_qos0(self, topic, msg, retain):
+        """A QoS 0 message packed straight into tx, when nothing is queued or due before it
+        -> its length, or 0: then publish() queues it. For a caller whose last packet is
+        fully written; it writes this one at once (a sensor loop's usual path: no queue)."""
+        if self.state != CONNECTED or self.pending or self._fcount or self._resend or self._ping_due:
+            return 0
+        if type(topic) is not bytes or len(topic) + len(msg) + 7 > len(self.tx):
+            return 0  # publish() copies the topic, or refuses the message with its reason
+        if topic is not self._valid_topic:
+            check_name(topic)
+            self._valid_topic = topic
+        return wire.put_publish(self.tx, topic, msg, 0, retain, False, 0)
+
     def subscribe(self, topic_filter, qos=0):
         check_filter(topic_filter)
         if qos < 0 or qos > 2:

@@ -171,6 +171,27 @@ def run(cmd):
                 v.format()
             res.append((gc.mem_alloc() if MP else 0) - a)
         return {"alloc": res[1] - res[0], "record": bytes(v.make()).decode()}
+    if op == "pub_alloc":
+        # bytes allocated by n publishes of 64 B in steady state (QoS 1 pipelined, waiting
+        # for room as an application would), less those of the same loop without publishing
+        qos = cmd["qos"]
+        topic = cmd["topic"].encode()
+        payload = b"x" * 64
+        res = []
+        for n in (0, 20, cmd.get("n", 100)):
+            gc.collect()
+            gc.disable()
+            a = gc.mem_alloc() if MP else 0
+            for _ in range(n):
+                while c.pending >= 8:
+                    c.loop(5)
+                c.publish(topic, payload, False, qos, block=False)
+                c.check_msg()
+            while c.pending or c.inflight:
+                c.loop(5)
+            res.append((gc.mem_alloc() if MP else 0) - a)
+            gc.enable()
+        return {"alloc": res[2] - res[0]}
     if op == "vitals_reset":
         v.deliberate_reset()
         return {}

@@ -38,6 +38,16 @@ def test_many_pipelined_qos1_and_qos2_publishes_all_arrive_once(device, mosquitt
     assert {p for t, p, q, _ in msgs} == {b"m%d" % i for i in range(60)}
 
 
+def test_publishing_in_steady_state_allocates_nothing(device, mosquitto, observer, interp):
+    # QoS 0 (written at once, past the queue) and QoS 1 (pipelined through the window)
+    observer.subscribe("fw/alloc/#", 1)
+    d = connect(device, mosquitto)
+    got = {qos: d.call("pub_alloc", topic="fw/alloc/%d" % qos, qos=qos)["alloc"] for qos in (0, 1)}
+    observer.wait_for(2 * 120, timeout=20)
+    if interp == "micropython":  # gc.mem_alloc is the measure
+        assert got == {0: 0, 1: 0}, "bytes allocated by 100 publishes: %r" % got
+
+
 def test_messages_arrive_at_every_qos(device, mosquitto, observer):
     d = connect(device, mosquitto)
     assert d.call("sub", topic="fw/in/#", qos=2)["rc"] == 2

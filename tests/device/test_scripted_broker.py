@@ -1,6 +1,8 @@
 """The real client (MicroPython unix port with a 96 KB heap, and CPython) against a
 scripted broker that expects exact bytes and answers with exact bytes. Test names
 carry the MQTT 3.1.1 statement id they prove, where there is one."""
+import time
+
 from fleetwire.codec.packets import (Connack, Connect, Pingreq, Pingresp, Puback, Pubcomp,
                                      Publish, Pubrec, Pubrel, Suback)
 
@@ -100,6 +102,35 @@ def test_in_flight_window_full_holds_further_publishes(device, scripted_broker):
     assert b.receive().payload == b"c"
     d.result()
 
+
+
+def test_a_qos0_message_waits_behind_qos1_messages_the_window_holds(device, scripted_broker):
+    # a QoS 0 publish is written at once only when nothing is queued ahead of it
+    b = scripted_broker
+    d = open_session(device, b, max_inflight=1)
+    d.call("pub", topic="t", msg="a", qos=1, block=False)
+    first = b.receive()
+    d.call("pub", topic="t", msg="b", qos=1, block=False)
+    d.call("pub", topic="t", msg="c", qos=0, block=False)
+    b.expect_nothing(0.3)
+    b.send(Puback(first.packet_id))
+    d.begin("loop", ms=200)
+    assert b.receive().payload == b"b"
+    assert b.receive() == Publish("t", b"c", 0)
+    d.result()
+
+
+def test_MQTT_3_1_2_23_qos0_publishes_count_as_traffic_for_keepalive(device, scripted_broker):
+    # keepalive 1 s, traffic both ways every 200 ms for 2.4 s: no PINGREQ is needed
+    b = scripted_broker
+    d = open_session(device, b, keepalive=1)
+    for i in range(12):
+        b.send(Publish("in", b"%d" % i, 0))
+        d.call("pub", topic="out", msg=str(i))
+        d.call("loop", ms=0)
+        assert b.receive() == Publish("out", b"%d" % i, 0)
+        time.sleep(0.2)
+    b.expect_nothing(0.3)
 
 def test_MQTT_4_6_0_2_pubacks_follow_the_order_of_arrival(device, scripted_broker):
     b = scripted_broker

@@ -287,6 +287,53 @@ def test_MQTT_4_7_1_1_a_topic_is_checked_on_every_publish_unless_it_is_the_same_
        [("fleet/t", b"1"), ("fleet/t", b"2"), ("fleet/a", b"3"), ("fleet/t", b"5")])
 
 
+
+# ---- a QoS 0 message written at once (pack_qos0: the client's path past the queue)
+
+def packed(s, n):
+    return P.decode_all(bytes(s.tx[:n]))[0]
+
+
+def test_a_qos0_message_with_nothing_ahead_of_it_is_packed_at_once():
+    s = session()
+    eq(packed(s, s.pack_qos0(b"fleet/t", b"now", False)), P.Publish("fleet/t", b"now", 0))
+    eq(packed(s, s.pack_qos0(b"fleet/t", b"kept", True)), P.Publish("fleet/t", b"kept", 0, retain=True))
+    eq(s.pending, 0)
+
+
+def test_a_qos0_message_never_overtakes_what_is_queued_or_due():
+    # each time pack_qos0 declines (0) and the message goes through publish()'s queue
+    s = session(max_inflight=1)
+    s.publish(b"t", b"1", 1)
+    out(s)
+    s.publish(b"t", b"2", 1)          # held: the window is full
+    eq(s.pack_qos0(b"t", b"3", False), 0)
+    s2 = session()
+    s2.subscribe(b"in/#", 1)          # a SUBSCRIBE waiting to be written
+    eq(s2.pack_qos0(b"t", b"x", False), 0)
+    s3 = session(now=0, keepalive=10)
+    s3.tick(9900)                     # a PINGREQ due
+    eq(s3.pack_qos0(b"t", b"x", False), 0)
+    eq(out(s3, 9900), [P.Pingreq()])
+    s4 = Session(b"dev")
+    s4.start(0)                       # CONNECT not yet answered
+    eq(s4.pack_qos0(b"t", b"x", False), 0)
+
+
+def test_pack_qos0_leaves_copies_and_refusals_to_publish():
+    s = session(max_packet=64)
+    eq(s.pack_qos0(bytearray(b"t"), b"x", False), 0)   # a mutable topic: publish() copies it
+    eq(s.pack_qos0(b"t", b"x" * 57, False), 0)          # might not fit: publish() says why
+    raises(ValueError, s.publish, b"t", b"x" * 62, 0)
+    eq(packed(s, s.pack_qos0(b"t", b"x" * 56, False)).payload, b"x" * 56)
+
+
+def test_MQTT_4_7_1_1_pack_qos0_refuses_wildcards_in_a_topic():
+    s = session()
+    raises(ValueError, s.pack_qos0, b"a/+", b"x", False)
+    raises(ValueError, s.pack_qos0, b"a/#", b"x", False)
+
+
 # ---- resending after a reconnect
 
 def test_MQTT_4_4_0_1_unacked_publishes_are_resent_with_original_ids_and_dup():
