@@ -131,7 +131,7 @@ class MQTTClient(Front):
                     self._failed(e)  # lost with the link, as a QoS 0 message may be
                     return 0
                 if self._txo >= n:
-                    s.wrote(ticks_ms())
+                    s.last_out = ticks_ms()
                 elif block:
                     self._wait(_until_written, 0, self.timeout_ms)
                 return 0

@@ -193,8 +193,14 @@ def put_publish(buf, topic, payload, qos, retain, dup, pid):
     them when it accepted the message (the session's send path), as it sends many times."""
     tl = len(topic)
     pl = len(payload)
-    i = _header(buf, 0x30 | (8 if dup else 0) | qos << 1 | (1 if retain else 0),
-                2 + tl + (2 if qos else 0) + pl)
+    first = 0x30 | (8 if dup else 0) | qos << 1 | (1 if retain else 0)
+    n = 2 + tl + (2 if qos else 0) + pl
+    if n < 128 and n + 2 <= len(buf):  # a one-byte length, most messages: no call
+        buf[0] = first
+        buf[1] = n
+        i = 2
+    else:
+        i = _header(buf, first, n)
     buf[i] = tl >> 8   # the topic, as put_bytes writes it (inline: this is the hot path)
     buf[i + 1] = tl & 255
     i += 2

@@ -9,7 +9,7 @@
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fleetwire.codec import packets as P
@@ -192,6 +192,30 @@ def test_remaining_length_boundaries_encode_and_decode_in_full(remaining):
     got, errors, _ = read_all(chunked(data, [4096]), len(data))
     assert errors == [] and got == [p]
 
+
+
+@FAST
+@given(topic_names, st.integers(0, 300), st.sampled_from([0, 1, 2]), st.booleans(), st.booleans(),
+       st.integers(1, 65535))
+@example("t", 124, 0, False, False, 1)     # remaining length 127: the last one-byte length
+@example("t", 125, 0, True, False, 1)      # 128: the first two-byte length
+@example("t", 122, 1, False, True, 65535)  # 127 with a packet id
+def test_the_publish_packer_writes_the_standard_bytes_and_never_overruns(topic, size, qos, retain, dup, pid):
+    # wire.pack_publish (the client's zero-allocation packer, with its own path for a
+    # one-byte remaining length) against the bytes §3.3 prescribes, built here; a buffer
+    # one byte short is refused, never overrun
+    t = topic.encode()
+    dup = dup and qos > 0
+    pid = pid if qos else 0
+    body = struct.pack(">H", len(t)) + t + (struct.pack(">H", pid) if qos else b"") + b"\x5a" * size
+    want = bytes([0x30 | dup << 3 | qos << 1 | retain]) + varint(len(body)) + body
+    buf = bytearray(len(want))
+    n = wire.pack_publish(buf, t, b"\x5a" * size, qos, retain, dup, pid)
+    assert bytes(buf[:n]) == want
+    short = bytearray(len(want) - 1)
+    with pytest.raises(CodecError):
+        wire.pack_publish(short, t, b"\x5a" * size, qos, retain, dup, pid)
+    assert short == bytearray(len(want) - 1)
 
 # ---- 2. nothing but packets or CodecError
 
