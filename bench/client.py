@@ -351,7 +351,7 @@ def main():
             res[cl, "alloc/QoS1 publish"] = med(lambda: run_device(trees[True], cl, "alloc1", broker))
             for what in ("allocrx0", "allocrx1"):
                 res[cl, what] = med(lambda: alloc_rx(trees[True], cl, what, broker))
-            for what in ("calls0", "calls0-nodelay", "calls0-nagle"):
+            for what in ("calls0", "calls0-nodelay", "calls0-nagle", "calls0-code"):
                 res[cl, what] = med(lambda: run_device(trees[True], cl, what, broker, n=5 * args.n))
             for what in ("rate0", "rate0-nodelay", "rate0-nagle", "rate1", "rate1-nodelay", "rate1-nagle"):
                 n = args.n
@@ -393,7 +393,7 @@ def main():
                         ("alloc/QoS0 publish", None), ("alloc/QoS1 publish", None),
                         ("allocrx0", "alloc/QoS0 receive"), ("allocrx1", "alloc/QoS1 receive"),
                         ("calls0", "QoS0 calls/s (device)"), ("calls0-nodelay", "  both TCP_NODELAY"),
-                        ("calls0-nagle", "  both Nagle"),
+                        ("calls0-nagle", "  both Nagle"), ("calls0-code", "  code only"),
                         ("rate0", "QoS0 msg/s"), ("rate0-nodelay", "  both TCP_NODELAY"),
                         ("rate0-nagle", "  both Nagle"),
                         ("rate1", "QoS1 msg/s"), ("rate1-nodelay", "  both TCP_NODELAY"),
