@@ -115,6 +115,7 @@ class Session:
         self._rview = memoryview(self.reader.buf)
         self.tx = bytearray(max_packet)
         self._valid_topic = None  # the last bytes topic name check_name() passed
+        self._rx_topic_ok = None  # the last received topic name that passed its checks
         # Outbound messages: slots in three singly linked lists (free, pending =
         # accepted not yet sent, inflight = sent QoS>0 awaiting completion), so
         # order is kept and every operation is O(1) or O(max_inflight).
@@ -594,7 +595,11 @@ class Session:
         self.on_connack(self.session_present)
 
     def _on_publish(self, first, b, n):
-        te, pid, ps = wire.publish_fields(first, b, n)
+        te, pid, ps = wire.publish_fields(first, b, n, False)
+        topic = bytes(b[2:te])
+        if topic != self._rx_topic_ok:  # a device hears a few topics, over and over
+            wire.check_pub_topic(topic, 0, te - 2)
+            self._rx_topic_ok = topic
         qos = first >> 1 & 3
         if qos == 2:
             k = self._rx_find(pid)
@@ -608,11 +613,10 @@ class Session:
             if self.store:   # r-: kept before PUBREC, so a restart still delivers it once
                 self._rx_h[k] = self.store.add_inbound(pid, b, n)
             self._rx_pid[k] = pid
-            self._rx_topic[k] = bytes(b[2:te])
+            self._rx_topic[k] = topic
             self._rx_msg[k] = bytes(b[ps:n])
             self._flow(wire.PUBREC, pid)
             return
-        topic = bytes(b[2:te])
         msg = bytes(b[ps:n])
         if qos:
             self._flow(wire.PUBACK, pid)

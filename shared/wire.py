@@ -307,8 +307,10 @@ def suback_check(body, n):
     return pid
 
 
-def publish_fields(first, body, n):
-    """PUBLISH body -> (topic_end, packet_id, payload_start); the topic is body[2:topic_end]."""
+def publish_fields(first, body, n, check_topic=True):
+    """PUBLISH body -> (topic_end, packet_id, payload_start); the topic is body[2:topic_end].
+    check_topic=False leaves check_pub_topic to a caller that can skip it for a topic it
+    has seen (the checks go byte by byte: the most costly part of a received message)."""
     if n < 2:
         fail_as("pub_short")
     tl = body[0] << 8 | body[1]
@@ -319,14 +321,21 @@ def publish_fields(first, body, n):
         fail_as("pub_tlen", tl)
     if tl == 0:
         fail_as("pub_notop")
-    for k in range(2, te):
-        c = body[k]
-        if c == 0x2B or c == 0x23:
-            fail_as("pub_wild")
-    check_utf8(body, 2, te)
+    if check_topic:
+        check_pub_topic(body, 2, te)
     pid = 0
     if qos:
         pid = body[te] << 8 | body[te + 1]
         if pid == 0:
             fail_as("pub_pid0", qos)
     return te, pid, ps
+
+
+def check_pub_topic(b, start, end):
+    """Raise CodecError unless b[start:end], a received topic name, has no wildcard
+    (MQTT-3.3.2-2) and is MQTT UTF-8."""
+    for k in range(start, end):
+        c = b[k]
+        if c == 0x2B or c == 0x23:
+            fail_as("pub_wild")
+    check_utf8(b, start, end)

@@ -465,6 +465,39 @@ def test_MQTT_4_3_3_2_inbound_qos2_is_delivered_exactly_once_on_pubrel():
     eq(log[-1], ("msg", b"q", b"next", 2))
 
 
+
+def raw_publish(topic, payload, qos=0, pid=0):
+    # PUBLISH bytes the codec would refuse to build
+    body = bytes([len(topic) >> 8, len(topic) & 255]) + topic
+    if qos:
+        body += bytes([pid >> 8, pid & 255])
+    body += payload
+    return bytes([0x30 | qos << 1, len(body)]) + body
+
+
+def test_MQTT_3_3_2_2_a_received_topic_is_checked_even_after_a_good_one():
+    # the session skips the byte-by-byte checks for a topic equal to the last one that
+    # passed them; any other topic is checked in full
+    for bad, rule in ((b"a/+", "MQTT-3.3.2-2"), (b"a/#", "MQTT-3.3.2-2"),
+                      (b"a/\xed\xa0\x80", "MQTT-1.5.3-1"), (b"a/\x00", "MQTT-1.5.3-2")):
+        for qos in (0, 1, 2):
+            s = session()
+            log = events(s)
+            s.receive(raw_publish(b"a/b", b"1"), 0)
+            s.receive(raw_publish(b"a/b", b"2"), 0)
+            e = raises(ProtocolError, s.receive, raw_publish(bad, b"3", qos, 7), 0)
+            assert rule in str(e), (bad, str(e))
+            eq(log, [("msg", b"a/b", b"1", 0), ("msg", b"a/b", b"2", 0)])
+            eq(out(s), [])  # nothing acknowledged
+
+
+def test_messages_on_alternating_topics_are_each_delivered():
+    s = session()
+    log = events(s)
+    for t in (b"a/b", b"a/c", b"a/b", b"a/b"):
+        s.receive(raw_publish(t, b"m"), 0)
+    eq([m[1] for m in log], [b"a/b", b"a/c", b"a/b", b"a/b"])
+
 def test_an_unexpected_pubrel_is_answered_with_pubcomp():
     s = session()
     log = events(s)
