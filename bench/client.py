@@ -351,6 +351,8 @@ def main():
             res[cl, "alloc/QoS1 publish"] = med(lambda: run_device(trees[True], cl, "alloc1", broker))
             for what in ("allocrx0", "allocrx1"):
                 res[cl, what] = med(lambda: alloc_rx(trees[True], cl, what, broker))
+            res[cl, "rx0"] = med(lambda: run_fed(trees[True], cl, "rx0", broker, "bench/rx",
+                                                 [b"r" * 64] * args.n, 0, n=args.n))
             for what in ("calls0", "calls0-nodelay", "calls0-nagle", "calls0-code"):
                 res[cl, what] = med(lambda: run_device(trees[True], cl, what, broker, n=5 * args.n))
             for what in ("rate0", "rate0-nodelay", "rate0-nagle", "rate1", "rate1-nodelay", "rate1-nagle"):
@@ -394,6 +396,7 @@ def main():
                         ("allocrx0", "alloc/QoS0 receive"), ("allocrx1", "alloc/QoS1 receive"),
                         ("calls0", "QoS0 calls/s (device)"), ("calls0-nodelay", "  both TCP_NODELAY"),
                         ("calls0-nagle", "  both Nagle"), ("calls0-code", "  code only"),
+                        ("rx0", "QoS0 received msg/s"),
                         ("rate0", "QoS0 msg/s"), ("rate0-nodelay", "  both TCP_NODELAY"),
                         ("rate0-nagle", "  both Nagle"),
                         ("rate1", "QoS1 msg/s"), ("rate1-nodelay", "  both TCP_NODELAY"),

@@ -1,7 +1,7 @@
 # The device side of bench/client.py: one measurement per run, on the MicroPython
 # unix port (or CPython), for fleetwire or umqtt.simple (same API subset).
 #   micropython client_device.py CLIENT WHAT HOST PORT [N]
-# CLIENT: fleetwire | umqtt.  WHAT: import | qstr | connect | alloc0 | alloc1 | allocrx0 | allocrx1 |
+# CLIENT: fleetwire | umqtt.  WHAT: import | qstr | connect | alloc0 | alloc1 | allocrx0 | allocrx1 | rx0 |
 #   calls0[-nodelay|-nagle|-code] | rate0[-nodelay|-nagle] | rate1[-nodelay|-nagle] | scenario
 # Prints one line "RESULT <what> <number>" (bytes, or messages for the rates).
 import sys
@@ -120,6 +120,31 @@ if what in ("allocrx0", "allocrx1"):
     b = gc.mem_alloc() if MP else 0
     gc.enable()
     print("RESULT %s %d" % (what, (b - a) // 100))
+    c.disconnect()
+    sys.exit(0)
+
+if what == "rx0":
+    # received QoS 0 messages per second, device side: the host publishes n messages of 64 B
+    # after READY; they pile up in the socket while the device sleeps, then it drains them
+    import time
+    got = [0]
+
+    def count(t, m):
+        got[0] += 1
+    c.set_callback(count)
+    c.subscribe(b"bench/rx", 0)
+    print("READY")
+    if hasattr(sys.stdout, "flush"):
+        sys.stdout.flush()
+    time.sleep_ms(1500)
+
+    def drain(c, got, n):
+        t0 = time.ticks_us()
+        while got[0] < n:
+            c.wait_msg()
+        return time.ticks_diff(time.ticks_us(), t0)
+    dt = drain(c, got, n)
+    print("RESULT rx0 %d" % (n * 1000000 // dt))
     c.disconnect()
     sys.exit(0)
 
