@@ -1,6 +1,7 @@
 # The sans-IO MQTT session (Paho's ClientState, sized for a microcontroller).
 # Bytes and time go in (feed, tick), bytes to write come out (pack_next into
-# self.tx), and the application hears of events through the on_* attributes.
+# self.tx; pack_qos0 for a QoS 0 message nothing waits ahead of), and the
+# application hears of events through the on_* attributes.
 # It never touches a socket or a clock, so tests drive it with scripted bytes and
 # a fake clock. Every table is a fixed-size list allocated here, once.
 # Errors are raised with say(key, ...): their texts are in reasons.py, read only

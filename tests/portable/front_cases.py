@@ -3,14 +3,7 @@
 # unix port (tests/portable/run.py).
 from fleetwire.client import MQTTClient
 from fleetwire.aio import AsyncClient
-
-
-def raises(exc, f, *a):
-    try:
-        f(*a)
-    except exc as e:
-        return e
-    raise AssertionError("%s not raised" % exc.__name__)
+from run import raises
 
 
 def fronts():

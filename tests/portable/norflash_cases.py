@@ -7,15 +7,9 @@ try:
 except ImportError:  # MicroPython: host code is not in the board tree
     from norflash import NorFlash, PowerCut, FlashMisuse
 
+from run import raises
+
 MP = sys.implementation.name == "micropython"
-
-
-def raises(exc, f, *a):
-    try:
-        f(*a)
-    except exc as e:
-        return e
-    raise AssertionError("%s not raised" % exc.__name__)
 
 
 def read(fl, addr, n):

@@ -2,7 +2,18 @@
 # this file (MicroPython's unix port or CPython), one line per test:
 # "PASS name" or "FAIL name: why", then "N passed, M failed".
 #   micropython run.py MODULE      (MODULE importable from MICROPYPATH / sys.path)
+# It also holds what the case modules share (they import it by its bare name, as
+# MicroPython finds it beside them).
 import sys
+
+
+def raises(exc, f, *a):
+    """f(*a) must raise exc -> the exception."""
+    try:
+        f(*a)
+    except exc as e:
+        return e
+    raise AssertionError("%s not raised" % exc.__name__)
 
 
 def main(modname):

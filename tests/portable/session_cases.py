@@ -5,6 +5,7 @@
 from fleetwire.session import (Session, ProtocolError, ConnectRefused, QueueFull, MQTTException,
                                CONNECTED, DISCONNECTED, backoff)
 from fleetwire.codec import packets as P
+from run import raises
 
 
 def out(s, now=0):
@@ -28,14 +29,6 @@ def session(present=False, clean=True, now=0, **kw):
     out(s, now)
     recv(s, P.Connack(present, 0), now=now)
     return s
-
-
-def raises(exc, f, *a):
-    try:
-        f(*a)
-    except exc as e:
-        return e
-    raise AssertionError("%s not raised" % exc.__name__)
 
 
 def eq(got, want):
