@@ -1,6 +1,6 @@
 # Freeze fleetwire into a MicroPython firmware, so its code runs from flash: a connected
-# client then holds about 21 KB of heap instead of 48 KB as .mpy in /lib on the 64-bit
-# unix port, and 12 KB instead of 28 KB on a 32-bit build (bench/client.py --m32).
+# client then holds about 21 KB of heap instead of 49 KB as .mpy in /lib on the 64-bit
+# unix port, and 12 KB instead of 29 KB on a 32-bit build (bench/client.py --m32).
 #
 #   fleetwire build --out build/board                     # from the repository root
 #   cd micropython/ports/esp32
