@@ -119,8 +119,8 @@ class MQTTClient(Front):
         if block and s.state != CONNECTED and not self.reconnect:
             raise MQTTException(say("not_conn"))
         if not qos and self.sock and self._txo >= self._txn:
-            # nothing queued or due ahead of it: written now, past the queue (the common case
-            # for a sensor loop, and as cheap as umqtt.simple's publish)
+            # nothing queued or due ahead of it: written now, past the queue (a sensor loop's
+            # usual case; this path costs no more than umqtt.simple's publish)
             n = s.pack_qos0(topic, msg, retain)
             if n:
                 self._txo = 0
@@ -131,7 +131,7 @@ class MQTTClient(Front):
                     self._failed(e)  # lost with the link, as a QoS 0 message may be
                     return 0
                 if self._txo >= n:
-                    s.last_out = ticks_ms()
+                    s.last_out = ticks_ms()  # s.wrote(), inline: this is the hot path
                 elif block:
                     self._wait(_until_written, 0, self.timeout_ms)
                 return 0

@@ -116,7 +116,7 @@ class Session:
         self._rview = memoryview(self.reader.buf)
         self.tx = bytearray(max_packet)
         self._valid_topic = None  # the last bytes topic name check_name() passed
-        self._rx_topic_ok = None  # the last received topic name that passed its checks
+        self._rx_last = None  # the last received topic name (checked), handed on again
         # Outbound messages: slots in three singly linked lists (free, pending =
         # accepted not yet sent, inflight = sent QoS>0 awaiting completion), so
         # order is kept and every operation is O(1) or O(max_inflight).
@@ -597,10 +597,13 @@ class Session:
 
     def _on_publish(self, first, b, n):
         te, pid, ps = wire.publish_fields(first, b, n, False)
-        topic = bytes(b[2:te])
-        if topic != self._rx_topic_ok:  # a device hears a few topics, over and over
+        topic = self._rx_last
+        if topic is None or len(topic) != te - 2 or b[2:te] != topic:
+            # not the last topic received: copied, and checked byte by byte (a device hears
+            # a few topics over and over, so most messages skip both)
+            topic = bytes(b[2:te])
             wire.check_pub_topic(topic, 0, te - 2)
-            self._rx_topic_ok = topic
+            self._rx_last = topic
         qos = first >> 1 & 3
         if qos == 2:
             k = self._rx_find(pid)
