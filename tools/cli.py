@@ -18,6 +18,7 @@ COMMANDS = {
     "deploy": "deploy",
     "console": "console",
     "flash": "flash",
+    "statements": "statements",
 }
 
 

@@ -101,7 +101,7 @@ def test_no_will_after_a_clean_disconnect(device, mosquitto, observer):
     assert observer.messages == []
 
 
-def test_a_persistent_session_keeps_messages_sent_while_away(device, mosquitto, observer):
+def test_MQTT_3_1_3_2_a_persistent_session_keeps_messages_sent_while_away(device, mosquitto, observer):
     d = device()
     cid = d.client_id
     d.call("init", id=cid, host=mosquitto.host, port=mosquitto.port, keepalive=30)

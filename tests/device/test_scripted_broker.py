@@ -3,7 +3,7 @@ scripted broker that expects exact bytes and answers with exact bytes. Test name
 carry the MQTT 3.1.1 statement id they prove, where there is one."""
 import time
 
-from fleetwire.codec.packets import (Connack, Connect, Pingreq, Pingresp, Puback, Pubcomp,
+from fleetwire.codec.packets import (Connack, Connect, Disconnect, Pingreq, Pingresp, Puback, Pubcomp,
                                      Publish, Pubrec, Pubrel, Suback)
 
 
@@ -132,6 +132,14 @@ def test_MQTT_3_1_2_23_qos0_publishes_count_as_traffic_for_keepalive(device, scr
         time.sleep(0.2)
     b.expect_nothing(0.3)
 
+
+def test_MQTT_3_14_4_1_the_client_closes_the_connection_after_disconnect(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b)
+    d.call("disconnect")
+    b.expect(Disconnect())
+    b.expect_closed(timeout=2)
+
 def test_MQTT_4_6_0_2_pubacks_follow_the_order_of_arrival(device, scripted_broker):
     b = scripted_broker
     d = open_session(device, b)
@@ -214,7 +222,7 @@ def test_a_packet_claiming_268_mb_is_refused_without_allocating(device, scripted
     misbehave(device, scripted_broker, b"\x30\xff\xff\xff\x7f", ["max_packet"])
 
 
-def test_a_puback_for_an_unknown_id_closes_the_connection(device, scripted_broker):
+def test_MQTT_4_8_0_1_a_puback_for_an_unknown_id_closes_the_connection(device, scripted_broker):
     misbehave(device, scripted_broker, Puback(999).encode(), ["PUBACK", "999"])
 
 

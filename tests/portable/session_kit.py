@@ -1,0 +1,60 @@
+# What the portable session case modules share: a session connected to a scripted
+# broker, the packets it writes, the events it raises. Imported by its bare name, as
+# run.py is (tests/portable/harness.py puts it beside them on MicroPython).
+from fleetwire.session import Session
+from fleetwire.codec import packets as P
+
+
+def out(s, now=0):
+    """Every packet the session writes now, decoded."""
+    res = []
+    while True:
+        n = s.pack_next(now)
+        if not n:
+            return res
+        s.wrote(now)
+        res.append(P.decode_all(bytes(s.tx[:n]))[0])
+
+
+def recv(s, *pkts, now=0):
+    s.receive(b"".join(p.encode() for p in pkts), now)
+
+
+def session(present=False, clean=True, now=0, **kw):
+    s = Session(b"dev", clean_session=clean, **kw)
+    s.start(now)
+    out(s, now)
+    recv(s, P.Connack(present, 0), now=now)
+    return s
+
+
+def eq(got, want):
+    if got != want:
+        raise AssertionError("got %r, want %r" % (got, want))
+
+
+def events(s):
+    log = []
+    s.on_message = lambda t, m, f: log.append(("msg", t, m, f >> 1 & 3))
+    s.on_delivered = lambda pid: log.append(("delivered", pid))
+    s.on_suback = lambda pid, rc: log.append(("suback", pid, rc))
+    s.on_unsuback = lambda pid: log.append(("unsuback", pid))
+    s.on_discarded = lambda t, m, q: log.append(("discarded", t, m, q))
+    return log
+
+
+def reconnect(s, present, now=0):
+    s.lost()
+    s.start(now)
+    c = out(s, now)
+    recv(s, P.Connack(present, 0), now=now)
+    return c
+
+
+def raw_publish(topic, payload, qos=0, pid=0):
+    # PUBLISH bytes the codec would refuse to build
+    body = bytes([len(topic) >> 8, len(topic) & 255]) + topic
+    if qos:
+        body += bytes([pid >> 8, pid & 255])
+    body += payload
+    return bytes([0x30 | qos << 1, len(body)]) + body
