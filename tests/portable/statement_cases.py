@@ -156,11 +156,13 @@ def test_MQTT_4_5_0_2_a_message_the_application_ignores_is_still_acknowledged():
 
 
 def test_MQTT_3_14_4_2_nothing_is_written_after_disconnect():
-    s = session()
-    s.publish(b"t", b"queued", 1)
-    s.disconnect()
-    eq(out(s), [P.Disconnect()])
-    s.publish(b"t", b"later", 0)
-    eq(s.pack_qos0(b"t", b"later", False), 0)
-    s.tick(10 ** 6)
-    eq(out(s, 10 ** 6), [])
+    for queued in (False, True):
+        s = session()
+        if queued:
+            s.publish(b"t", b"queued", 1)
+        s.disconnect()
+        eq(out(s), [P.Disconnect()])
+        eq(s.pack_qos0(b"t", b"later", False), 0)
+        s.publish(b"t", b"later", 0)
+        s.tick(10 ** 6)
+        eq(out(s, 10 ** 6), [])
