@@ -5,15 +5,20 @@ from fleetwire.session import Session
 from fleetwire.codec import packets as P
 
 
-def out(s, now=0):
-    """Every packet the session writes now, decoded."""
+def raw_out(s, now=0):
+    """Every packet the session writes now, as bytes."""
     res = []
     while True:
         n = s.pack_next(now)
         if not n:
             return res
         s.wrote(now)
-        res.append(P.decode_all(bytes(s.tx[:n]))[0])
+        res.append(bytes(s.tx[:n]))
+
+
+def out(s, now=0):
+    """Every packet the session writes now, decoded."""
+    return [P.decode_all(p)[0] for p in raw_out(s, now)]
 
 
 def recv(s, *pkts, now=0):

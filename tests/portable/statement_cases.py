@@ -4,18 +4,7 @@
 from fleetwire.session import Session
 from fleetwire.codec import packets as P
 from run import raises
-from session_kit import out, recv, session, eq, events, reconnect
-
-
-def raw_out(s, now=0):
-    """Every packet the session writes now, as bytes."""
-    res = []
-    while True:
-        n = s.pack_next(now)
-        if not n:
-            return res
-        s.wrote(now)
-        res.append(bytes(s.tx[:n]))
+from session_kit import out, raw_out, recv, session, eq, events, reconnect
 
 
 def connect_flags(s):
