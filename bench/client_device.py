@@ -66,6 +66,25 @@ def same_socket_option(what):
         c.sock.setsockopt(6, 1, 1 if what.endswith("-nodelay") else 0)  # IPPROTO_TCP, TCP_NODELAY
 
 
+def ready():
+    # tells the host to start publishing
+    print("READY")
+    if hasattr(sys.stdout, "flush"):
+        sys.stdout.flush()
+
+
+def fed(qos):
+    """Subscribe to bench/rx with a callback that only counts, then say READY -> [count]."""
+    got = [0]
+
+    def count(t, m):
+        got[0] += 1
+    c.set_callback(count)
+    c.subscribe(b"bench/rx", qos)
+    ready()
+    return got
+
+
 def publish(qos):
     if client == "fleetwire" and qos:
         # pipelined: wait for room in the queue, then publish without blocking (a full
@@ -100,16 +119,7 @@ if what in ("alloc0", "alloc1"):
 if what in ("allocrx0", "allocrx1"):
     # bytes allocated per message received at QoS 0 / 1 (64 B on bench/rx, sent by the
     # host after READY: 20 to warm up, then 100 measured), the callback only counting
-    qos = int(what[-1])
-    got = [0]
-
-    def count(t, m):
-        got[0] += 1
-    c.set_callback(count)
-    c.subscribe(b"bench/rx", qos)
-    print("READY")
-    if hasattr(sys.stdout, "flush"):
-        sys.stdout.flush()
+    got = fed(int(what[-1]))
     while got[0] < 20:
         c.wait_msg()
     gc.collect()
@@ -127,15 +137,7 @@ if what == "rx0":
     # received QoS 0 messages per second, device side: the host publishes n messages of 64 B
     # after READY; they pile up in the socket while the device sleeps, then it drains them
     import time
-    got = [0]
-
-    def count(t, m):
-        got[0] += 1
-    c.set_callback(count)
-    c.subscribe(b"bench/rx", 0)
-    print("READY")
-    if hasattr(sys.stdout, "flush"):
-        sys.stdout.flush()
+    got = fed(0)
     time.sleep_ms(1500)
 
     def drain(c, got, n):
@@ -195,9 +197,7 @@ if what == "scenario":
     # connect + subscribe (done), 100 QoS 1 publishes, then receive 10 messages
     for i in range(100):
         c.publish(topic, payload, False, 1)
-    print("READY")
-    if hasattr(sys.stdout, "flush"):
-        sys.stdout.flush()
+    ready()
     while len(inbox) < 10:
         c.wait_msg()
     print("RESULT scenario 1")

@@ -144,10 +144,8 @@ def coverage(repo):
     return found
 
 
-def summary(repo):
-    """-> (tested ids, not applicable ids, untested ids), each sorted."""
-    found = coverage(repo)
-
+def summary(found):
+    """coverage() -> (tested ids, not applicable ids, untested ids), each sorted."""
     def key(i):
         return [int(x) for x in re.split(r"[.-]", i)]
     ids = sorted(STATEMENTS, key=key)
@@ -172,7 +170,7 @@ def run(args):
               file=sys.stderr)
         return 2
     found = coverage(args.repo)
-    tested, na, untested = summary(args.repo)
+    tested, na, untested = summary(found)
     if not args.missing:
         for i in tested:
             names = [p for p in found[i] if "::" in p]
@@ -187,10 +185,6 @@ def run(args):
             print("%-9s %-58s n/a: %s" % (i, STATEMENTS[i], NOT_APPLICABLE[i]))
     for i in untested:
         print("%-9s %-58s NO TEST" % (i, STATEMENTS[i]))
-    print(count_line(tested, na, untested))
+    print("%d of the %d client statements have a test; %d do not apply to fleetwire; %d have none"
+          % (len(tested), len(STATEMENTS), len(na), len(untested)))
     return 1 if untested else 0
-
-
-def count_line(tested, na, untested):
-    return ("%d of the %d client statements have a test; %d do not apply to fleetwire; %d have none"
-            % (len(tested), len(STATEMENTS), len(na), len(untested)))
