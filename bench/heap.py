@@ -3,9 +3,9 @@
     .venv/bin/python bench/heap.py [--umqtt PATH] [--micropython32 BINARY] [--repeat 3]
 
 For each module `from fleetwire import MQTTClient` loads from `.mpy`: the file's size and
-the heap its import adds. Then the heap after connect + subscribe with the default
-options and with small ones (max_packet=256, queue_size=4, max_inflight=2,
-max_subscriptions=2). A module's figure includes any growth of the interned-name (qstr)
+the heap its import adds. Then the smallest heap in which the import alone succeeds, and
+the heap after connect + subscribe with the default options and with small ones
+(max_packet=256, queue_size=4, max_inflight=2, max_subscriptions=2). A module's figure includes any growth of the interned-name (qstr)
 pool its import sets off; the pool grows by doubling, so one module can carry part of
 another's names (the total is exact).
 
@@ -33,11 +33,17 @@ from client import umqtt_tree  # noqa: E402
 DEVICE = os.path.join(HERE, "heap_device.py")
 
 
+def device(binary, lib, client, broker, options, heap="256K"):
+    # the harness runs as .mpy from beside lib (compiled in main()), so that its own
+    # compilation takes no part in the smallest heaps
+    env = dict(os.environ, MICROPYPATH=lib)
+    return subprocess.run([binary, "-X", "heapsize=" + heap, "-m", "heap_device", client, broker.host,
+                           str(broker.port), options], capture_output=True, text=True, env=env, timeout=60)
+
+
 def run(binary, lib, client, broker, options):
     """One run of heap_device.py -> {"MOD <name>": bytes, "IMPORT": bytes, "CONNECT": bytes}."""
-    env = dict(os.environ, MICROPYPATH=lib)
-    r = subprocess.run([binary, "-X", "heapsize=256K", DEVICE, client, broker.host, str(broker.port),
-                        options], capture_output=True, text=True, env=env, timeout=60)
+    r = device(binary, lib, client, broker, options)
     out = {}
     for line in r.stdout.splitlines():
         w = line.split()
@@ -50,6 +56,20 @@ def run(binary, lib, client, broker, options):
     if r.returncode or "CONNECT" not in out:
         sys.exit("heap_device.py failed (%s %s):\n%s" % (client, options, r.stderr[-2000:]))
     return out
+
+
+def import_heap(binary, lib, client, broker):
+    """The smallest -X heapsize, in KB, in which the client's import succeeds."""
+    def ok(kb):
+        return device(binary, lib, client, broker, "import", "%dK" % kb).returncode == 0
+    lo, hi = 2, 256
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def median_run(repeat, *a):
@@ -74,6 +94,10 @@ def main():
         lib = os.path.join(tmp, "lib")
         if args.umqtt:
             umqtt_tree(args.umqtt, lib, True)
+        r = subprocess.run([build.mpy_cross_command(), "-o", os.path.join(lib, "heap_device.mpy"),
+                            "-s", "heap_device.py", DEVICE], capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(r.stderr)
         binaries = [("64-bit", micropython.binary())]
         if args.micropython32:
             binaries.append(("32-bit", os.path.abspath(args.micropython32)))
@@ -82,8 +106,10 @@ def main():
             for word, binary in binaries:
                 res[word, "fleetwire"] = median_run(args.repeat, binary, lib, "fleetwire", broker, "default")
                 res[word, "small"] = median_run(args.repeat, binary, lib, "fleetwire", broker, "small")
+                res[word, "fleetwire"]["HEAP"] = import_heap(binary, lib, "fleetwire", broker)
                 if args.umqtt:
                     res[word, "umqtt"] = median_run(args.repeat, binary, lib, "umqtt", broker, "default")
+                    res[word, "umqtt"]["HEAP"] = import_heap(binary, lib, "umqtt", broker)
         words = [w for w, _ in binaries]
         print()
         print("MicroPython unix port, from .mpy, bytes from gc.mem_alloc(), median of %d" % args.repeat)
@@ -99,10 +125,12 @@ def main():
             r["CODEC"] = sum(v for k, v in r.items() if k.startswith("MOD fleetwire.codec"))
         rows = [("fleetwire: import", "fleetwire", "IMPORT"),
                 ("  of it, the codec modules", "fleetwire", "CODEC"),
+                ("fleetwire: smallest heap for the import (KB)", "fleetwire", "HEAP"),
                 ("fleetwire: connect + subscribe", "fleetwire", "CONNECT"),
                 ("fleetwire: the same, small options", "small", "CONNECT")]
         if args.umqtt:
             rows += [("umqtt.simple: import", "umqtt", "IMPORT"),
+                     ("umqtt.simple: smallest heap for the import (KB)", "umqtt", "HEAP"),
                      ("umqtt.simple: connect + subscribe", "umqtt", "CONNECT")]
         for label, who, key in rows:
             print("%-54s" % label + "".join("%12d" % res[w, who][key] for w in words))

@@ -1,8 +1,9 @@
 # The device side of bench/heap.py, on the MicroPython unix port:
-#   micropython heap_device.py fleetwire|umqtt HOST PORT default|small
+#   micropython heap_device.py fleetwire|umqtt HOST PORT default|small|import
 # Prints "MOD <module> <bytes>" for each module the client's import loads, lowest first,
 # then "IMPORT <bytes>" and "CONNECT <bytes>" (after connect + subscribe), all from
-# gc.mem_alloc() after a collection.
+# gc.mem_alloc() after a collection. "import" stops after IMPORT (for the smallest heap
+# the import alone needs).
 import sys
 import gc
 
@@ -37,6 +38,8 @@ if client == "fleetwire":
 else:
     from umqtt.simple import MQTTClient
 print("IMPORT", mem() - base)
+if options == "import":
+    sys.exit(0)
 kw = SMALL if client == "fleetwire" and options == "small" else {}
 c = MQTTClient(b"bench-heap", host, port, keepalive=60, **kw)
 c.set_callback(lambda t, m: None)
