@@ -15,10 +15,19 @@ is drawn from a seeded random generator:
 Time can be compressed: with speed=120 a device with a 60 s period publishes every
 0.5 s of real time and the records' `ts` advance by 60 s each, so two minutes of
 real time make four simulated hours.
+
+A few devices can be virtual boards (`boards=`): the MicroPython unix port behind a
+pseudo-terminal, deployed with `fleetwire deploy` as a board is, running the board's
+own main.py (client, flash store, vitals agent) against the same broker. A board's
+clock is the interpreter's, so boards run only in real time (speed=1).
 """
 import asyncio
+import os
 import random
 import resource
+import shutil
+import tempfile
+import threading
 import time
 
 from fleetwire.aio import AsyncClient
@@ -215,12 +224,83 @@ class SimDevice:
         self.client = None
 
 
+class Boards:
+    """`count` virtual boards, each deployed as a board is (fleetwire deploy: the .mpy
+    build, boot.py, main.py and a config.json) and reporting as `board-<n>` to the
+    broker every `period_s` seconds. Each board's console goes to console.log in its
+    directory under `root`."""
+
+    def __init__(self, root, count, host, port, period_s, heap="128K", fw_version=RELEASES[0]):
+        self.root = root
+        self.count = count
+        self.config = {"broker": host, "port": port, "period_s": period_s, "fw_version": fw_version,
+                       "wifi_ssid": "sim-lab", "wifi_password": "sim-lab"}  # the emulated WLAN joins any
+        self.heap = heap
+        self.boards = []
+        self.ids = []
+        self._stop = threading.Event()
+        self._readers = []
+
+    def start(self):
+        """Start and deploy every board (blocking; a few seconds each)."""
+        from fleetwire.host.deploy import deploy
+        from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+        for i in range(self.count):
+            d = os.path.join(self.root, "board-%d" % i)
+            vb = VirtualBoard(d, heap=self.heap, board_id="b0a7d%07x" % i).start()
+            self.boards.append(vb)
+            if not wait_for_prompt(vb.port):
+                raise RuntimeError("virtual board %d gave no prompt (see %s)" % (i, d))
+            dev = "board-%d" % i
+            deploy(vb.port, dict(self.config, device_id=dev), mpy=True, log=lambda m: None)
+            self.ids.append(dev)
+            # read the console from now on (not during deploy: mpremote owns the port
+            # then); a console nobody reads would fill and stall the board's prints
+            t = threading.Thread(target=self._log_console, args=(vb.port, os.path.join(d, "console.log")),
+                                 daemon=True)
+            t.start()
+            self._readers.append(t)
+
+    def _log_console(self, port, path):
+        import select
+        fd = os.open(port, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        try:
+            with open(path, "ab") as log:
+                while not self._stop.is_set():
+                    r, _, _ = select.select([fd], [], [], 0.2)
+                    if r:
+                        try:
+                            log.write(os.read(fd, 4096))
+                            log.flush()
+                        except OSError:
+                            return
+        finally:
+            os.close(fd)
+
+    def stop(self):
+        self._stop.set()
+        for t in self._readers:
+            t.join(2)
+        for b in self.boards:
+            b.stop()
+
+
 class Simulator:
-    """Simulator(host, port, devices=200, period_s=60, speed=120, hours=4, seed=1)."""
+    """Simulator(host, port, devices=200, period_s=60, speed=120, hours=4, seed=1, boards=0)."""
 
     def __init__(self, host, port, devices=200, period_s=60, speed=1.0, hours=None, duration=None,
-                 seed=1, rollout=(0.3, 0.7), wifi_drops_per_hour=0.3, silent_share=0.03, progress=None):
+                 seed=1, rollout=(0.3, 0.7), wifi_drops_per_hour=0.3, silent_share=0.03, progress=None,
+                 boards=0, board_heap="128K", board_root=None):
+        if boards and speed != 1:
+            raise ValueError("virtual boards run on their own clock, in real time: boards need speed 1, not %g"
+                             % speed)
         self.host, self.port = host, port
+        # virtual boards among the devices; board_root keeps their directories (consoles,
+        # flash), else they live in a temporary directory removed at the end
+        self.n_boards = boards
+        self.board_heap = board_heap
+        self.board_root = board_root
+        self.boards = None
         self.n = devices
         self.period_s = period_s
         self.clock = Clock(speed)
@@ -256,6 +336,19 @@ class Simulator:
 
     async def run(self):
         _raise_fd_limit(self.n * 2 + 64)
+        if not self.n_boards:
+            return await self._run()
+        root = self.board_root or tempfile.mkdtemp(prefix="fleetwire-sim-boards-")
+        self.boards = Boards(root, self.n_boards, self.host, self.port, self.period_s, self.board_heap)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.boards.start)
+            return await self._run()
+        finally:
+            self.boards.stop()
+            if not self.board_root:
+                shutil.rmtree(root, ignore_errors=True)
+
+    async def _run(self):
         self.done = asyncio.Event()
         self.clock = Clock(self.clock.speed)
         self.devices = [SimDevice(self, i, random.Random(self.rng.random())) for i in range(self.n)]
@@ -280,13 +373,14 @@ class Simulator:
                 "unacked": self.sent - self.acked, "errors": self.errors,
                 "publish_fail": self.publish_fail, "boots": self.boots, "crashes": self.crashes,
                 "wifi_drops": self.drops, "simulated_hours": round(self.hours, 2),
-                "last_error": self.last_error}
+                "boards": self.boards.ids if self.boards else [], "last_error": self.last_error}
 
 
 def progress_line(sim):
     return ("\r  sim %5.2f h | devices up %4d/%d | records sent %7d, acknowledged %7d | "
-            "crashes %d, wifi drops %d, errors %d " % (sim.clock.hours(), sim.connected(), sim.n,
-                                                     sim.sent, sim.acked, sim.crashes, sim.drops, sim.errors))
+            "crashes %d, wifi drops %d, errors %d %s" % (sim.clock.hours(), sim.connected(), sim.n,
+                                                       sim.sent, sim.acked, sim.crashes, sim.drops, sim.errors,
+                                                       "| + %d virtual boards " % sim.n_boards if sim.n_boards else ""))
 
 
 def _raise_fd_limit(want):

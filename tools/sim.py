@@ -6,6 +6,11 @@ draining batteries and a few go silent. --speed compresses time: with --speed 12
 
   fleetwire sim --devices 200 --broker 127.0.0.1:1883 --period 60 --speed 120 --duration 120
   fleetwire sim --devices 1000 --broker 127.0.0.1:1883 --period 1 --duration 60     # real time
+  fleetwire sim --devices 50 --boards 2 --broker 127.0.0.1:1883 --period 5 --duration 60
+
+--boards K adds K virtual boards (the MicroPython unix port running the board's own
+main.py, deployed as a board is) reporting as board-0.. beside the simulated devices;
+they run in real time only (--speed 1).
 """
 import asyncio
 import json
@@ -21,6 +26,10 @@ def add_arguments(p):
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second (default 1)")
     p.add_argument("--duration", type=float, default=60, help="real seconds to run (default %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default %(default)s)")
+    p.add_argument("--boards", type=int, default=0,
+                   help="also run this many virtual boards (MicroPython), real time only (default 0)")
+    p.add_argument("--board-heap", default="128K", help="each virtual board's heap (default %(default)s)")
+    p.add_argument("--board-dir", help="keep the boards' directories (console.log, flash) here")
     p.add_argument("--quiet", action="store_true", help="no progress line")
 
 
@@ -31,9 +40,21 @@ def run(args):
         print("fleetwire sim: need --broker HOST:PORT and positive --devices, --period, --speed, --duration",
               file=sys.stderr)
         return 2
+    if args.boards < 0 or (args.boards and args.speed != 1):
+        print("fleetwire sim: --boards needs a count of 0 or more, and --speed 1: a virtual board runs on "
+              "its own clock, in real time", file=sys.stderr)
+        return 2
+    if args.boards:
+        from fleetwire.host.vboard import parse_heap
+        try:
+            parse_heap(args.board_heap)
+        except ValueError as e:
+            print("fleetwire sim: --board-heap: %s" % e, file=sys.stderr)
+            return 2
     sim = Simulator(host or "127.0.0.1", int(port), devices=args.devices, period_s=args.period,
                     speed=args.speed, duration=args.duration, seed=args.seed,
-                    progress=None if args.quiet else (lambda s: print(progress_line(s), end="", flush=True)))
+                    progress=None if args.quiet else (lambda s: print(progress_line(s), end="", flush=True)),
+                    boards=args.boards, board_heap=args.board_heap, board_root=args.board_dir)
     res = asyncio.run(sim.run())
     print()
     print(json.dumps(res, indent=1))

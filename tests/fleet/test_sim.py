@@ -49,3 +49,47 @@ def test_the_command_line_simulator_runs_and_reports(fresh_mosquitto):
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout[r.stdout.index("{"):])
     assert res["devices"] == 5 and res["sent"] >= 5 and res["errors"] == 0
+
+
+def test_virtual_boards_report_beside_the_simulated_devices_and_their_records_land(fresh_mosquitto, tmp_path):
+    # a board: the MicroPython unix port running the board's own main.py (client, store,
+    # vitals), deployed as `fleetwire deploy` deploys one
+    b = fresh_mosquitto()
+    land = str(tmp_path / "landing")
+    with Collector(b.host, b.port, land, "sim-boards"):
+        sim = Simulator(b.host, b.port, devices=3, period_s=1, duration=8, boards=2,
+                        board_root=str(tmp_path / "boards"))
+        res = asyncio.run(sim.run())
+        import time
+        time.sleep(1)
+    assert res["errors"] == 0, res["last_error"]
+    assert res["boards"] == ["board-0", "board-1"]
+    recs = landed(land)
+    by_dev = collections.defaultdict(list)
+    for r in recs:
+        by_dev[r["device_id"]].append(r)
+    assert set(by_dev) == {"board-0", "board-1", "sim-0000", "sim-0001", "sim-0002"}
+    for dev in ("board-0", "board-1"):
+        rs = sorted(by_dev[dev], key=lambda r: r["seq"])
+        assert all(check_record("fleet/%s/telemetry" % dev, json.dumps(r).encode())[0] for r in rs)
+        assert len(rs) >= 3 and [r["seq"] for r in rs] == list(range(1, len(rs) + 1))
+        # gc.mem_free() of the board's interpreter, whose heap is 128 KB
+        assert all(0 < r["heap_free"] < 128 * 1024 for r in rs)
+        assert rs[0]["fw_version"] == RELEASES[0]
+    # each board's console was kept: it booted and connected
+    log = (tmp_path / "boards" / "board-0" / "console.log").read_text(errors="replace")
+    assert "main: connected to" in log
+
+
+def test_virtual_boards_only_run_in_real_time(fresh_mosquitto):
+    b = fresh_mosquitto()
+    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "sim", "--devices", "2", "--boards", "1",
+                        "--speed", "60", "--broker", "127.0.0.1:%d" % b.port, "--quiet"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--speed 1" in r.stderr and "real time" in r.stderr
+    try:
+        Simulator(b.host, b.port, devices=2, speed=60, boards=1)
+    except ValueError as e:
+        assert "real time" in str(e)
+    else:
+        raise AssertionError("Simulator accepted boards at speed 60")
