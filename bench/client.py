@@ -243,7 +243,12 @@ def min_heap(lib, client, broker, binary=None):
     def ok(kb):
         return run_fed(lib, client, "scenario", broker, "bench/in", [b"m%d" % i for i in range(10)], 1,
                        heap="%dK" % kb, binary=binary) == 1
-    lo, hi = 4, 256
+    return smallest(ok, 4, 256)
+
+
+def smallest(ok, lo, hi):
+    """The smallest n in (lo, hi] for which ok(n) holds (ok holds for every n above it)
+    -> n, or None if ok(hi) fails."""
     if not ok(hi):
         return None
     while hi - lo > 1:

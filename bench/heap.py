@@ -28,7 +28,7 @@ from fleetwire.host import build, micropython  # noqa: E402
 from fleetwire.host.mosquitto import Mosquitto  # noqa: E402
 
 sys.path.insert(0, HERE)
-from client import umqtt_tree  # noqa: E402
+from client import smallest, umqtt_tree  # noqa: E402
 
 DEVICE = os.path.join(HERE, "heap_device.py")
 
@@ -62,14 +62,7 @@ def import_heap(binary, lib, client, broker):
     """The smallest -X heapsize, in KB, in which the client's import succeeds."""
     def ok(kb):
         return device(binary, lib, client, broker, "import", "%dK" % kb).returncode == 0
-    lo, hi = 2, 256
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest(ok, 2, 256)
 
 
 def median_run(repeat, *a):
