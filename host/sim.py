@@ -224,6 +224,10 @@ class SimDevice:
         self.client = None
 
 
+class BoardError(RuntimeError):
+    """A virtual board of the simulation could not be started or deployed."""
+
+
 class Boards:
     """`count` virtual boards, each deployed as a board is (fleetwire deploy: the .mpy
     build, boot.py, main.py and a config.json) and reporting as `board-<n>` to the
@@ -243,16 +247,19 @@ class Boards:
 
     def start(self):
         """Start and deploy every board (blocking; a few seconds each)."""
-        from fleetwire.host.deploy import deploy
+        from fleetwire.host.deploy import DeployError, deploy
         from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
         for i in range(self.count):
             d = os.path.join(self.root, "board-%d" % i)
             vb = VirtualBoard(d, heap=self.heap, board_id="b0a7d%07x" % i).start()
             self.boards.append(vb)
             if not wait_for_prompt(vb.port):
-                raise RuntimeError("virtual board %d gave no prompt (see %s)" % (i, d))
+                raise BoardError("virtual board %d gave no prompt (its directory: %s)" % (i, d))
             dev = "board-%d" % i
-            deploy(vb.port, dict(self.config, device_id=dev), mpy=True, log=lambda m: None)
+            try:
+                deploy(vb.port, dict(self.config, device_id=dev), mpy=True, log=lambda m: None)
+            except DeployError as e:
+                raise BoardError("deploying virtual board %d failed: %s" % (i, e))
             self.ids.append(dev)
             # read the console from now on (not during deploy: mpremote owns the port
             # then); a console nobody reads would fill and stall the board's prints

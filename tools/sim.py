@@ -55,7 +55,13 @@ def run(args):
                     speed=args.speed, duration=args.duration, seed=args.seed,
                     progress=None if args.quiet else (lambda s: print(progress_line(s), end="", flush=True)),
                     boards=args.boards, board_heap=args.board_heap, board_root=args.board_dir)
-    res = asyncio.run(sim.run())
+    from fleetwire.host.micropython import MicroPythonMissing
+    from fleetwire.host.sim import BoardError
+    try:
+        res = asyncio.run(sim.run())
+    except (BoardError, MicroPythonMissing) as e:
+        print("\nfleetwire sim: %s" % e, file=sys.stderr)
+        return 1
     print()
     print(json.dumps(res, indent=1))
     return 0 if res["errors"] == 0 else 1

@@ -81,12 +81,16 @@ def test_virtual_boards_report_beside_the_simulated_devices_and_their_records_la
     assert "main: connected to" in log
 
 
-def test_virtual_boards_only_run_in_real_time(fresh_mosquitto):
+def test_virtual_boards_only_run_in_real_time_and_with_a_heap_that_runs_the_REPL(fresh_mosquitto):
     b = fresh_mosquitto()
     r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "sim", "--devices", "2", "--boards", "1",
                         "--speed", "60", "--broker", "127.0.0.1:%d" % b.port, "--quiet"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--speed 1" in r.stderr and "real time" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "sim", "--devices", "2", "--boards", "1",
+                        "--board-heap", "8K", "--broker", "127.0.0.1:%d" % b.port, "--quiet"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--board-heap" in r.stderr and "16K" in r.stderr
     try:
         Simulator(b.host, b.port, devices=2, speed=60, boards=1)
     except ValueError as e:
