@@ -7,7 +7,9 @@ Ctrl-C from the user into SIGINT for the interpreter (a board's UART does the sa
 to a running program), and when the interpreter exits -- machine.reset(), Ctrl-D,
 a crash -- starts it again while the user's terminal stays open, as a board's USB
 UART does. A soft reset from the raw REPL (mpremote's, before each command) says
-"soft reboot", runs boot.py only and re-enters the raw REPL, as a board does.
+"soft reboot", runs boot.py only and re-enters the raw REPL, as a board does. Output
+that nobody reads for 2 s is dropped, as a board's UART drops it, so a program printing
+on an unwatched board runs on; while someone reads, nothing is dropped.
 
 Each board has a directory: `fs/` is its filesystem (the interpreter's working
 directory, with `lib/` on the module path as on a board); beside it are its emulated
@@ -29,6 +31,8 @@ from fleetwire.host import micropython
 
 EMUL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emul")
 _RAW_BANNER = b"raw REPL; CTRL-B to exit"
+OUT_HELD = 16 * 1024   # interpreter output held for the user's terminal, at most
+OUT_IDLE_S = 2.0       # nobody read the port for this long: output is dropped, not waited on
 
 STARTUP = """\
 import sys, os
@@ -105,6 +109,7 @@ class VirtualBoard:
         self._emul = self._compile_emulation()
         self._um, self._us = os.openpty()
         _raw(self._us)
+        os.set_blocking(self._um, False)  # see _relay: output nobody reads must not stall the board
         self.port = os.ttyname(self._us)
         if self.link:
             if os.path.islink(self.link):
@@ -211,6 +216,8 @@ class VirtualBoard:
     _tail = b""
     _spawned = 0.0
     _held = b""
+    _out = b""            # the interpreter's output not yet taken by the user's terminal
+    _out_moved = 0.0      # when the user's terminal last took some (or there was none)
     _raw = False          # the interpreter is in the raw REPL (mpremote's mode)
     _enter_raw = False
 
@@ -221,13 +228,46 @@ class VirtualBoard:
         t = self._tail
         return t.endswith(b">>> ") or t.endswith(b"... ") or t.endswith(b"\r\n>") or t.endswith(b"\x04>")
 
+    def _to_user(self, data):
+        self._out += data
+        self._flush_out()
+
+    def _flush_out(self):
+        now = time.monotonic()
+        if self._out:
+            try:
+                n = os.write(self._um, self._out)
+            except BlockingIOError:
+                n = 0
+            except OSError:
+                n = len(self._out)
+            if n:
+                self._out = self._out[n:]
+                self._out_moved = now
+        if not self._out:
+            self._out_moved = now
+        elif len(self._out) >= OUT_HELD and now - self._out_moved > OUT_IDLE_S:
+            # Nobody has read the port for a while: as a board's UART with no one
+            # listening, the output goes on and is lost (the newest part is kept for
+            # whoever opens the port next).
+            self._out = self._out[-OUT_HELD // 2:]
+
     def _relay(self):
+        # The interpreter's output goes to the user's terminal through self._out. While
+        # someone reads the port, a full self._out stops the relay reading the
+        # interpreter, which then waits (no byte lost, as with mpremote's transfers);
+        # once nobody has read for OUT_IDLE_S, output is dropped instead of stalling
+        # the board (a program printing in a loop on a board nobody watches runs on).
         while not self._stop.is_set():
             cm = self._cm
             try:
-                r, _, _ = select.select([self._um, cm], [], [], 0.05 if self._held else 0.1)
+                r, w, _ = select.select([self._um, cm] if len(self._out) < OUT_HELD else [self._um],
+                                        [self._um] if self._out else [], [],
+                                        0.05 if self._held or self._out else 0.1)
             except (OSError, ValueError):
-                r = []
+                r = w = []
+            if w or self._out:
+                self._flush_out()
             if self._um in r:
                 try:
                     data = os.read(self._um, 4096)
@@ -261,10 +301,7 @@ class VirtualBoard:
                     if _RAW_BANNER in self._tail[1 - len(_RAW_BANNER):] + data:
                         self._raw = True
                     self._tail = (self._tail + data)[-64:]
-                    try:
-                        os.write(self._um, data)
-                    except OSError:
-                        pass
+                    self._to_user(data)
                     if self._enter_raw and self._tail.endswith(b">>> "):
                         self._enter_raw = False
                         os.write(self._cm, b"\x01")
@@ -283,7 +320,7 @@ class VirtualBoard:
                 data = os.read(self._cm, 4096)
                 if not data:
                     break
-                os.write(self._um, data)
+                self._to_user(data)
         except OSError:
             pass
         marker = os.path.join(self.dir, "reset")
@@ -298,10 +335,7 @@ class VirtualBoard:
             # REPL: mpremote's soft reset before each command waits for exactly that.
             raw = self._raw
             if raw:
-                try:
-                    os.write(self._um, b"MPY: soft reboot\r\n")
-                except OSError:
-                    pass
+                self._to_user(b"MPY: soft reboot\r\n")
         else:
             cause = "hard"                      # it crashed
         if os.path.exists(marker):

@@ -105,6 +105,40 @@ def test_main_py_runs_at_boot_and_ctrl_c_from_mpremote_stops_it(board):
     assert out == "interrupted main, got the REPL", err
 
 
+def test_a_program_printing_on_a_board_nobody_watches_runs_on(board):
+    # as on a board's UART with nobody listening: the output is lost, the program is not
+    # held up (a pty nobody reads fills after 4 KB and would stop the interpreter)
+    with open(os.path.join(board.fs, "main.py"), "w") as f:
+        f.write("for i in range(3000):\n    print('line %05d ' % i + 'x' * 60)\nopen('done', 'w').write('1')\n"
+                "print('all printed')\n")
+    board.power_cycle()
+    end = time.monotonic() + 20
+    while not os.path.exists(os.path.join(board.fs, "done")) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert os.path.exists(os.path.join(board.fs, "done")), "the board stalled on output nobody read"
+    # whoever opens the port later gets the newest output, then the REPL
+    with serial.Serial(board.port, 115200, timeout=0.5) as s:
+        seen = b""
+        while b"all printed" not in seen and time.monotonic() < end:
+            seen += s.read(4096)
+    assert b"all printed" in seen and b"line 02999" in seen
+
+
+def test_output_is_not_lost_while_someone_reads_the_port_slowly(board):
+    # a slow reader holds the program up instead (mpremote's transfers rely on it)
+    with open(os.path.join(board.fs, "main.py"), "w") as f:
+        f.write("for i in range(800):\n    print('line %05d ' % i + 'x' * 60)\nprint('end')\n")
+    with serial.Serial(board.port, 115200, timeout=0.2) as s:
+        board.power_cycle()
+        seen = b""
+        end = time.monotonic() + 30
+        while b"\nend" not in seen and time.monotonic() < end:
+            seen += s.read(2048)
+            time.sleep(0.1)  # 2 KB per 0.1 s: far slower than the board prints
+    lines = [int(l.split()[1]) for l in seen.decode(errors="replace").splitlines() if l.startswith("line ")]
+    assert lines == list(range(800))
+
+
 def test_wifi_fails_on_demand_and_flash_survives_a_power_cycle(board):
     code = ("import network; w = network.WLAN(network.STA_IF); w.active(True); w.connect('lab', 'pw'); "
             "print(w.isconnected())")
