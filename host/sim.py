@@ -261,8 +261,8 @@ class Boards:
             except DeployError as e:
                 raise BoardError("deploying virtual board %d failed: %s" % (i, e))
             self.ids.append(dev)
-            # read the console from now on (not during deploy: mpremote owns the port
-            # then); a console nobody reads would fill and stall the board's prints
+            # its console into console.log from now on (not during deploy: mpremote owns
+            # the port then)
             t = threading.Thread(target=self._log_console, args=(vb.port, os.path.join(d, "console.log")),
                                  daemon=True)
             t.start()
