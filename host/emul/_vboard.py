@@ -2,7 +2,14 @@
 import os
 import json
 
+# On a virtual board its directory is mounted at /.vboard (the board's own files at /);
+# elsewhere FLEETWIRE_VBOARD names it.
 DIR = os.getenv("FLEETWIRE_VBOARD") or "."
+try:
+    os.stat("/.vboard/vboard.json")
+    DIR = "/.vboard"
+except OSError:
+    pass
 _info = None
 
 

@@ -67,6 +67,16 @@ def test_mpremote_without_resume_soft_resets_first_as_on_a_board(board, tmp_path
     assert open(os.path.join(board.fs, "mains")).read() == "m"
 
 
+def test_absolute_paths_are_the_boards_own_files_as_on_a_board(board):
+    # "/store" on a board is its flash; on a virtual board it is fs/store, never the host's /
+    name = "probe-%d" % os.getpid()
+    rc, out, err = mpremote(board.link, "exec", "import os; os.mkdir('/%s'); open('/%s/x', 'w').write('on the board'); "
+                            "print(os.getcwd(), 'lib' in os.listdir('/'))" % (name, name))
+    assert (rc, out) == (0, "/ True"), err
+    assert (open(os.path.join(board.fs, name, "x")).read()) == "on the board"
+    assert not os.path.exists("/" + name)
+
+
 def test_pyserial_talks_to_the_repl(board):
     with serial.Serial(board.port, 115200, timeout=2) as s:
         s.write(b"\x03\r")
