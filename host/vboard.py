@@ -13,10 +13,9 @@ on an unwatched board runs on; while someone reads, nothing is dropped.
 
 Each board has a directory: `fs/` is its filesystem (mounted at `/` and the working
 directory, with `/lib` on the module path as on a board); beside it, at `/.vboard` on
-the board, are its emulated
-flash partitions (`flash-<label>.bin`) and the files that drive the emulated
-`machine`, `network` and `esp32` modules (fleetwire/host/emul/). At start the board
-runs boot.py and main.py if present, then the REPL.
+the board, are its emulated flash partitions (`flash-<label>.bin`) and the files that
+drive the emulated `machine`, `network` and `esp32` modules (fleetwire/host/emul/). At
+start the board runs boot.py and main.py if present, then the REPL.
 """
 import json
 import os
