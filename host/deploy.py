@@ -128,7 +128,9 @@ def deploy(port, config=None, mpy=False, arch=None, reset=True, log=print):
     log("%d copied, %d unchanged%s" % (len(changed), res["unchanged"],
                                        "; config.json %s: %s" % (res["config"], json.dumps(redact(config)))
                                        if config is not None else ""))
-    if reset and changed:
+    if reset:
+        # even with nothing copied: checking the board interrupted its program (mpremote
+        # stops it to reach the REPL), and a reset is what starts main.py again
         _mpremote(port, "reset", timeout=20)  # machine.reset(), not waiting for an answer
         log("reset the board")
     return res

@@ -1,7 +1,8 @@
 """Deploy fleetwire to a board over its serial port (mpremote): build the board tree,
 copy only what changed (SHA-256 against the board's files), add boot.py and main.py
 (templates in firmware/), write config.json (device id, Wi-Fi, broker, TLS CA,
-credentials -- which are never printed), then reset the board. Works the same on a
+credentials -- which are never printed), then reset the board (also when nothing
+changed: checking the board stopped its program), unless --no-reset. Works the same on a
 virtual board (`fleetwire vboard`).
 
   fleetwire deploy --port /dev/ttyUSB0 --config device.json --mpy

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from fleetwire.host.console import console
+from fleetwire.host.observer import Observer
 from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
 
 
@@ -28,7 +29,8 @@ def vboard(tmp_path):
 def test_deploy_copies_what_changed_and_never_prints_credentials(vboard, tmp_path, mosquitto):
     cfg = tmp_path / "device.json"
     cfg.write_text(json.dumps({"device_id": "tool-1", "broker": "127.0.0.1", "port": mosquitto.port,
-                               "wifi_ssid": "lab", "wifi_password": "hunter2", "mqtt_password": "s3cret"}))
+                               "wifi_ssid": "lab", "wifi_password": "hunter2", "mqtt_user": "tool",
+                               "mqtt_password": "s3cret"}))
     r = cli("deploy", "--port", vboard.port, "--config", str(cfg), "--mpy")
     assert r.returncode == 0, r.stderr
     assert "copied lib/fleetwire/client.mpy" in r.stdout and "copied config.json" in r.stdout
@@ -37,8 +39,13 @@ def test_deploy_copies_what_changed_and_never_prints_credentials(vboard, tmp_pat
     on_board = json.loads((tmp_path / "vb" / "fs" / "config.json").read_text())
     assert on_board["wifi_password"] == "hunter2"  # the board has it; the screen does not
     time.sleep(1)
-    r = cli("deploy", "--port", vboard.port, "--config", str(cfg), "--mpy")
-    assert r.returncode == 0 and "0 copied" in r.stdout, r.stdout + r.stderr
+    # nothing to copy, and still the board runs its program again afterwards (checking
+    # it stopped main.py, as mpremote does on a board): it boots and reports at once
+    with Observer(mosquitto.host, mosquitto.port) as o:
+        o.subscribe("fleet/tool-1/telemetry", 1)
+        r = cli("deploy", "--port", vboard.port, "--config", str(cfg), "--mpy")
+        assert r.returncode == 0 and "0 copied" in r.stdout, r.stdout + r.stderr
+        o.wait_for(1, timeout=20)
 
 
 @pytest.mark.parametrize("args,message", [
