@@ -86,6 +86,10 @@ def load_config(path):
     missing = [k for k in ("device_id", "broker") if not cfg.get(k)]
     if missing:
         raise DeployError("config %s lacks %s" % (path, ", ".join(missing)))
+    if cfg.get("mqtt_password") and not cfg.get("mqtt_user"):
+        # the board's client would refuse it at every boot (MQTT-3.1.2-22)
+        raise DeployError("config %s has mqtt_password but no mqtt_user: MQTT 3.1.1 sends a password "
+                          "only with a user name" % path)
     return cfg
 
 

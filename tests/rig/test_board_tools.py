@@ -57,11 +57,16 @@ def test_deploy_explains_what_is_wrong(args, message):
     assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
-def test_deploy_refuses_a_config_without_what_a_device_needs(tmp_path):
+@pytest.mark.parametrize("config,message", [
+    ({"wifi_ssid": "lab"}, "lacks device_id, broker"),
+    # the board's client would refuse it at every boot, so its program would never run
+    ({"device_id": "d", "broker": "b", "mqtt_password": "pw"}, "mqtt_password but no mqtt_user"),
+])
+def test_deploy_refuses_a_config_the_device_cannot_run_with(tmp_path, config, message):
     cfg = tmp_path / "bad.json"
-    cfg.write_text(json.dumps({"wifi_ssid": "lab"}))
+    cfg.write_text(json.dumps(config))
     r = cli("deploy", "--port", "/dev/null", "--config", str(cfg))
-    assert r.returncode == 2 and "lacks device_id, broker" in r.stderr
+    assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
 def test_console_timestamps_lines_and_survives_a_reset(vboard, tmp_path):
