@@ -24,7 +24,7 @@ def add_arguments(p):
     p.add_argument("--broker", default="127.0.0.1:1883", help="HOST:PORT (default %(default)s)")
     p.add_argument("--period", type=int, default=60, help="reporting period, simulated seconds (default %(default)s)")
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second (default 1)")
-    p.add_argument("--duration", type=float, default=60, help="real seconds to run (default %(default)s)")
+    p.add_argument("--duration", type=float, default=60, help="real seconds of reporting, then up to 15 s for the last acknowledgements (default %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default %(default)s)")
     p.add_argument("--boards", type=int, default=0,
                    help="also run this many virtual boards (MicroPython), real time only (default 0)")

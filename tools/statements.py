@@ -5,8 +5,9 @@ error cites it (tests/vectors/codec.jsonl). Run from a checkout:
     fleetwire statements [--missing]
 
 The statements are the normative ones of the OASIS standard (Appendix B) that bind a
-client, as ../shared/reference/mqtt311-client-checklist.md names them: 73 ids (the
-checklist counts 72; one of those it names, 3.8.3-4, is checked by the server)."""
+client, as the MQTT 3.1.1 client checklist this project was given names them (it is not
+in the repository; STATEMENTS below carries what is needed): 73 ids (the checklist
+counts 72; one of those it names, 3.8.3-4, is checked by the server)."""
 import os
 import re
 import sys
