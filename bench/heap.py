@@ -28,7 +28,7 @@ from fleetwire.host import build, micropython  # noqa: E402
 from fleetwire.host.mosquitto import Mosquitto  # noqa: E402
 
 sys.path.insert(0, HERE)
-from client import smallest, umqtt_tree  # noqa: E402
+from client import compile_mpy, smallest, umqtt_tree  # noqa: E402
 
 DEVICE = os.path.join(HERE, "heap_device.py")
 
@@ -87,10 +87,7 @@ def main():
         lib = os.path.join(tmp, "lib")
         if args.umqtt:
             umqtt_tree(args.umqtt, lib, True)
-        r = subprocess.run([build.mpy_cross_command(), "-o", os.path.join(lib, "heap_device.mpy"),
-                            "-s", "heap_device.py", DEVICE], capture_output=True, text=True)
-        if r.returncode:
-            sys.exit(r.stderr)
+        compile_mpy(DEVICE, lib, "heap_device")
         binaries = [("64-bit", micropython.binary())]
         if args.micropython32:
             binaries.append(("32-bit", os.path.abspath(args.micropython32)))

@@ -6,6 +6,7 @@ import collections
 import json
 import subprocess
 import sys
+import time
 
 from fleetwire.host.collector import Collector, check_record
 from fleetwire.host.sim import RELEASES, Simulator
@@ -21,7 +22,6 @@ def test_a_simulated_fleet_reports_through_rollout_crashes_and_drops_and_loses_n
         sim = Simulator(b.host, b.port, devices=25, period_s=60, speed=720, duration=10, seed=3,
                         wifi_drops_per_hour=2.0, silent_share=0.1)
         res = asyncio.run(sim.run())
-        import time
         time.sleep(1)
     recs = landed(land)
     assert res["errors"] == 0, res["last_error"]
@@ -60,7 +60,6 @@ def test_virtual_boards_report_beside_the_simulated_devices_and_their_records_la
         sim = Simulator(b.host, b.port, devices=3, period_s=1, duration=8, boards=2,
                         board_root=str(tmp_path / "boards"))
         res = asyncio.run(sim.run())
-        import time
         time.sleep(1)
     assert res["errors"] == 0, res["last_error"]
     assert res["boards"] == ["board-0", "board-1"]
