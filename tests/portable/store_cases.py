@@ -185,7 +185,7 @@ def one_round(run, i, j, scale):
 _dirs = [0]
 
 
-def new_flash(kind="ring"):
+def new_flash(kind="ring", file_blocks=24):
     """A fresh medium: a 4-block raw flash for the ring store; for the file store,
     LittleFS on a 24-block flash (MicroPython), or a new directory (CPython)."""
     if kind == "ring":
@@ -194,7 +194,7 @@ def new_flash(kind="ring"):
         import tempfile
         return tempfile.mkdtemp()
     import vfs
-    f = NorFlash(24, block_size=512)
+    f = NorFlash(file_blocks, block_size=512)
     vfs.VfsLfs2.mkfs(f)
     return f
 
@@ -438,18 +438,42 @@ def check_inbound_qos2_survives_a_restart_and_is_delivered_once(kind):
     run.mount()
     run.connect()
     run.inbound(7, 77)
-    assert run.delivered == {}
+    assert run.delivered == {7: 1}    # delivered on arrival; its id is kept until PUBREL
     run.mount()                       # restart before PUBREL
     run.connect()
     run.s.receive(inbound_publish(77, 7), 0)   # the broker repeats it: not delivered
-    assert run.delivered == {}
-    run.release(7, 77)
     assert run.delivered == {7: 1}
+    run.release(7, 77)
     run.mount()
     run.connect()
     run.release(7, 77)                # a repeated PUBREL: PUBCOMP only
     assert run.delivered == {7: 1}
+    run.inbound(8, 77)                # released: the id is free for a new message
+    assert run.delivered == {7: 1, 8: 1}
 
+
+
+def check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart(kind):
+    # more than the session's id table (32): the rest are kept in its bitmap and on flash
+    f = new_flash(kind, file_blocks=64)   # a file a record: room for 40 of them
+    run = Run(f, kind)
+    run.mount()
+    run.connect()
+    for j in range(40):
+        run.inbound(j, 101 + j)
+    run.mount()                       # restart: every id comes back
+    run.connect()
+    for j in range(40):               # the broker repeats them all: none delivered again
+        run.s.receive(inbound_publish(101 + j, j), 0)
+        packets_out(run.s)
+    assert run.delivered == {j: 1 for j in range(40)}
+    for j in range(40):
+        run.release(j, 101 + j)
+    run.mount()                       # released: nothing comes back
+    assert not run.s._rx_has(101) and not run.s._rx_has(140)
+    run.connect()
+    run.inbound(99, 140)
+    assert run.delivered[99] == 1
 
 
 # The same promises from both stores.
@@ -491,6 +515,14 @@ def test_ring_store_inbound_qos2_survives_a_restart_and_is_delivered_once():
 
 def test_file_store_inbound_qos2_survives_a_restart_and_is_delivered_once():
     check_inbound_qos2_survives_a_restart_and_is_delivered_once("file")
+
+
+def test_ring_store_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart():
+    check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart("ring")
+
+
+def test_file_store_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart():
+    check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart("file")
 
 
 def test_ram_store_keeps_copies_in_order_and_reports_full():
