@@ -541,6 +541,7 @@ class Sweep:
         self.kind = kind
         self.aged = aged
         self._aged = None
+        self._spares = {}
         self.rounds = rounds
         self.per_round = per_round
         self.tail = tail
@@ -588,7 +589,7 @@ class Sweep:
                 return
             phase = "%s: %s" % (w.cur[0], dev.subop(op, where, buf))
             for partial in (False, True):
-                img = flash.cut_copy(op, where, buf, partial, seed=k)
+                img = flash.cut_copy(op, where, buf, partial, seed=k, into=self._spare(1, flash))
                 if self._every and self._forks % self._every == 0 and len(self.picked) < 2 * self.samples:
                     self.picked.append((k, partial, crc32(img.data), w.digest()))
                 self.recover(img, w.clone(), phase, k, partial, 1)
@@ -620,8 +621,8 @@ class Sweep:
                     n = img.ops + 1
                     sub = "restore: %s" % dev.subop(op, where, buf)
                     for p2 in (False, True):
-                        self.recover(img.cut_copy(op, where, buf, p2, seed=n), w.clone(), sub,
-                                     k, partial, 2)
+                        self.recover(img.cut_copy(op, where, buf, p2, seed=n, into=self._spare(2, img)),
+                                     w.clone(), sub, k, partial, 2)
                 img.watch = watch
             img.power_on()
             dev.mount(("restore",))
@@ -668,6 +669,14 @@ class Sweep:
             flash = w = None
             gc.collect()
         return bad
+
+    def _spare(self, depth, like):
+        # one flash per depth, reused by every recovery at that depth: no new buffer
+        # per cut point (LittleFS's flash is 12 KB, which a fragmented heap may not have)
+        f = self._spares.get(depth)
+        if f is None:
+            f = self._spares[depth] = like.copy()
+        return f
 
     def cuts(self):
         return sum(r[0] for r in self.tally.values())

@@ -89,17 +89,23 @@ class NorFlash:
         self.dead = False
         self._cut_at = -1
 
-    def copy(self):
-        """A second flash with the same contents (counters at zero, no file)."""
-        f = NorFlash(self.blocks, self.block_size, encrypted=self.encrypted)
+    def copy(self, into=None):
+        """A second flash with the same contents (counters at zero, no file, powered);
+        into: a flash of the same size to reuse (no new buffer: no heap fragments)."""
+        f = into if into is not None else NorFlash(self.blocks, self.block_size, encrypted=self.encrypted)
         f.data[:] = self.data
+        f.erases = [0] * self.blocks
+        f.programmed = f.ops = 0
+        f._cut_at = -1
+        f.dead = False
+        f.watch = None
         return f
 
-    def cut_copy(self, op, where, buf, partial=False, seed=1):
+    def cut_copy(self, op, where, buf, partial=False, seed=1, into=None):
         """-> a copy of this flash as a power cut at the operation watch() was just
         shown would leave it: that operation not done, or (partial) half done exactly
         as arm(1, partial, seed) would have left it."""
-        f = self.copy()
+        f = self.copy(into)
         if partial:
             f._rng = _Rng(seed)
             if op == "e":

@@ -3,11 +3,13 @@
 #
 # The sweep plays one scripted workload — QoS 1 and 2 publishes while offline and
 # online, PUBACK, PUBREC/PUBREL/PUBCOMP, inbound QoS 2, restarts, enough traffic to
-# wrap the ring and move live records — and cuts the power at every flash
+# wrap the ring and move live records — and cuts the power at every 3rd flash
 # operation, once leaving the operation half done and once not. After each cut the
 # store is mounted again and must hold every message whose publish() returned and
 # that was not acknowledged, nothing acknowledged, no corrupt record, in order;
-# then it must still work.
+# then it must still work. host/cutsweep.py sweeps every operation of a longer
+# workload with a modelled broker, by forking instead of replaying (the last tests
+# here run it short; bench/store.py --sweep runs it at full size).
 import gc
 import sys
 
