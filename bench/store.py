@@ -23,6 +23,7 @@ store: cut points and outcomes by what was under way at the cut.
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -124,6 +125,7 @@ def sweep(a, lib):
     for title, kind, rounds, aged, heap in SWEEPS:
         rounds = a.rounds or rounds
         t0 = time.monotonic()
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         procs = [sweep_shard(lib, kind, rounds, aged, heap, k, a.jobs) for k in range(a.jobs)]
         res = []
         for p in procs:
@@ -143,7 +145,8 @@ def sweep(a, lib):
         grand += cuts
         print("\n%s: rounds=%d, -X heapsize=%s" % (title, rounds, heap))
         table(tally)
-        cpu = sum(r["sweep_ms"] + r["replay_ms"] for r in res) / 1000
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime   # the workers' own CPU time
         print("\n%d flash operations in the workload, each cut twice (cleanly, half done): %d cut "
               "points in the workload, %d more in the mounts after them (a second cut); the recoveries "
               "made %d flash operations; %.0f s wall, %.0f s CPU"
