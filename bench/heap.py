@@ -338,7 +338,7 @@ def report(args, configs, programs, res, probes, mods, mpy_lib):
     ratios = [(a, c, "%s/%s" % (la, lc)) for a, la, c, lc in (
         ("fw", "plain", "mqtt_as", "mqtt_as"), ("fw", "plain", "umqtt", "umqtt"),
         (EVERYTHING, "every", "mqtt_as", "mqtt_as"), ("aio", "aio", "mqtt_as", "mqtt_as")) if c in have]
-    head = "%-38s" % "" + "".join("%14s" % label for _, label in programs) + "".join("%15s" % r[2] for r in ratios)
+    head = "%-46s" % "" + "".join("%14s" % label for _, label in programs) + "".join("%15s" % r[2] for r in ratios)
     print()
     print(head)
     for word, _, _ in configs:
@@ -348,7 +348,7 @@ def report(args, configs, programs, res, probes, mods, mpy_lib):
             for p in names:
                 r = res[word, p]
                 vals[p] = r["HEAP"] if key == "HEAP" else at(r, key)
-            line = "%-38s" % ("%s: %s" % (word, what))
+            line = "%-46s" % ("%s: %s" % (word, what))
             for p in names:
                 v = vals[p]
                 line += "%14s" % ("-" if v is None else "%d" % v)
@@ -357,7 +357,7 @@ def report(args, configs, programs, res, probes, mods, mpy_lib):
             print(line)
 
     print()
-    print("Issue 19's targets (fleetwire's programs against mqtt_as, same run)")
+    print("Issue 19's targets (fleetwire's programs against mqtt_as, same run; bytes, or KB for heaps)")
     word0 = configs[0][0]
     frozen = configs[2][0] if len(configs) > 2 else None
     rows = [("1. plain program, after connect + subscribe", word0, "fw", "subscribe", 1.0),

@@ -1,6 +1,6 @@
 # bench/heap.py's fleetwire.aio program (see heap_device.py for how it runs): the scenario
 # with fleetwire's asyncio front, written as the mqtt_as program is.
-from heap_device import host, port, inbox, cb, start, step, ready
+from heap_device import host, port, inbox, cb, start, step, ready, fail_fast
 
 
 async def scenario(asyncio, AsyncClient):
@@ -27,6 +27,7 @@ def main():
     from fleetwire.aio import AsyncClient
     import asyncio   # loaded by fleetwire.aio: its cost is the client's
     step("import")
+    fail_fast(asyncio)
     asyncio.run(scenario(asyncio, AsyncClient))
 
 

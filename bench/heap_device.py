@@ -43,3 +43,12 @@ def step(name):
 
 def ready():
     print("READY")
+
+
+def fail_fast(asyncio):
+    # a task that dies (of a MemoryError, in a heap too small) ends the run now, rather than
+    # leave the others waiting until the host's deadline
+    def died(loop, context):
+        print("task died:", repr(context["exception"]))
+        sys.exit(1)
+    asyncio.get_event_loop().set_exception_handler(died)

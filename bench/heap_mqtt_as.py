@@ -1,6 +1,6 @@
 # bench/heap.py's mqtt_as program (see heap_device.py for how it runs): the scenario with
 # peterhinch's asyncio client, its Wi-Fi and chip id from the stand-ins in bench/standins/.
-from heap_device import host, port, inbox, cb, start, step, ready
+from heap_device import host, port, inbox, cb, start, step, ready, fail_fast
 
 
 async def scenario(asyncio, MQTTClient, config):
@@ -34,6 +34,7 @@ def main():
     from mqtt_as import MQTTClient, config
     import asyncio   # loaded by mqtt_as: its cost is the client's
     step("import")
+    fail_fast(asyncio)
     asyncio.run(scenario(asyncio, MQTTClient, config))
 
 
