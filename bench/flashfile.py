@@ -12,7 +12,7 @@ class FlashFile:
         self.blocks = blocks
         self.bs = block_size
         self.f = open(path, "w+b")
-        for _ in range(blocks * block_size // len(_FF)):   # erased
+        for _ in range(blocks * block_size // len(_FF)):  # erased
             self.f.write(_FF)
 
     def readblocks(self, n, buf, off=0):
@@ -24,11 +24,11 @@ class FlashFile:
         self.f.write(buf)
 
     def ioctl(self, op, arg):
-        if op == 4:    # block count
+        if op == 4:  # block count
             return self.blocks
-        if op == 5:    # block size
+        if op == 5:  # block size
             return self.bs
-        if op == 6:    # erase a block
+        if op == 6:  # erase a block
             self.f.seek(arg * self.bs)
             for _ in range(self.bs // len(_FF)):
                 self.f.write(_FF)

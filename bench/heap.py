@@ -29,6 +29,7 @@ or mqtt_as/__init__.py). SRC is a micropython/micropython checkout (its lib/micr
 frozen 32-bit port, and the plain one unless --plain32 names a build. --build-dir keeps the builds
 (make is incremental: a second run rebuilds little).
 """
+
 import argparse
 import os
 import shutil
@@ -50,8 +51,13 @@ from client import compile_mpy, frozen_build, smallest, umqtt_tree  # noqa: E402
 
 PEERS = ("umqtt", "mqtt_as")
 EVERYTHING = "fw+store+qos2+reconnect+will+subs8"
-PROGRAMS = (("umqtt", "umqtt.simple"), ("mqtt_as", "mqtt_as"), ("fw", "fw plain"),
-            (EVERYTHING, "fw everything"), ("aio", "fw.aio"))
+PROGRAMS = (
+    ("umqtt", "umqtt.simple"),
+    ("mqtt_as", "mqtt_as"),
+    ("fw", "fw plain"),
+    (EVERYTHING, "fw everything"),
+    ("aio", "fw.aio"),
+)
 FEATURES = ("store", "qos2", "reconnect", "will", "subs8", "unsub")
 FEED = [b"m%d" % i for i in range(10)]
 
@@ -86,6 +92,7 @@ class Feeder:
 
     def __init__(self, broker):
         import paho.mqtt.client as mqtt
+
         self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="heap-feeder")
         self.c.connect(broker.host, broker.port)
         self.c.loop_start()
@@ -102,20 +109,30 @@ class Feeder:
 class Bench:
     def __init__(self, harness, standins, broker, feeder):
         self.harness, self.standins, self.broker, self.feeder = harness, standins, broker, feeder
-        self.timeout = 60   # lowered once healthy runs have been timed
+        self.timeout = 60  # lowered once healthy runs have been timed
 
     def run(self, binary, lib, prog, mode, heap="256K"):
         """One device run -> (finished, {"steps": [(name, bytes, modules)], "BASE": n, ...})."""
         path = [self.harness] + ([self.standins] if prog == "mqtt_as" else []) + ([lib] if lib else [])
         env = dict(os.environ, MICROPYPATH=os.pathsep.join(path + [".frozen"]))
         main = "heap_" + (prog if prog in ("mqtt_as", "aio", "modules") else "sync")
-        cmd = [binary, "-X", "heapsize=" + heap, "-m", main, prog, mode, self.broker.host,
-               str(self.broker.port)]
+        cmd = [
+            binary,
+            "-X",
+            "heapsize=" + heap,
+            "-m",
+            main,
+            prog,
+            mode,
+            self.broker.host,
+            str(self.broker.port),
+        ]
         out = {"steps": [], "mods": []}
         done = False
         t0 = time.time()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                             cwd=self.harness)
+        p = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=self.harness
+        )
         try:
             for line in self._lines(p, t0):
                 w = line.split()
@@ -145,6 +162,7 @@ class Bench:
     def _lines(self, p, t0):
         # stdout lines until EOF or the deadline (a run short of heap can hang in its tasks)
         import selectors
+
         sel = selectors.DefaultSelector()
         sel.register(p.stdout, selectors.EVENT_READ)
         buf = ""
@@ -168,16 +186,20 @@ class Bench:
                 sys.exit("%s failed on %s:\n%s" % (prog, binary, out["err"][-3000:]))
             runs.append(out)
         res = dict(runs[0])
-        res["steps"] = [(name, statistics.median(r["steps"][i][1] for r in runs), mods)
-                        for i, (name, _, mods) in enumerate(runs[0]["steps"])]
+        res["steps"] = [
+            (name, statistics.median(r["steps"][i][1] for r in runs), mods)
+            for i, (name, _, mods) in enumerate(runs[0]["steps"])
+        ]
         res["slowest"] = max(r["time"] for r in runs)
         return res
 
     def smallest_heap(self, binary, lib, prog, floor_kb, repeat):
         """Median of repeat smallest heaps (KB): one bisection, then each repeat checks that the
         scenario still runs in that heap and not in 1 KB less (bisecting again if not)."""
+
         def ok(kb):
             return self.run(binary, lib, prog, "scenario", "%dK" % kb)[0]
+
         found = []
         h = None
         for _ in range(repeat):
@@ -192,14 +214,16 @@ class Bench:
         cannot be imported without, that import each other with it], bytes)]."""
         order = list(names)
         seen = {tuple(order)}
-        cyclic = set()   # imports each other with its extras (asyncio and asyncio.core): one figure
+        cyclic = set()  # imports each other with its extras (asyncio and asyncio.core): one figure
         for _ in range(4 * len(order)):
             with open(os.path.join(self.harness, "modules.txt"), "w") as f:
                 f.write("\n".join(order))
             ok, out = self.run(binary, lib, "modules", "modules.txt")
             if not ok:
                 sys.exit("importing the modules one by one (%s) failed:\n%s" % (order, out["err"][-3000:]))
-            late = next(((name, extra) for name, _, extra in out["mods"] if extra and name not in cyclic), None)
+            late = next(
+                ((name, extra) for name, _, extra in out["mods"] if extra and name not in cyclic), None
+            )
             if late is None:
                 res, gone = [], set()
                 for name, n, extra in out["mods"]:
@@ -207,7 +231,7 @@ class Bench:
                         gone.update(extra)
                         res.append((name, extra, n))
                 return res
-            name, extra = late   # it loaded others: import those before it
+            name, extra = late  # it loaded others: import those before it
             new = [m for m in order if m not in extra]
             i = new.index(name)
             new[i:i] = extra
@@ -241,14 +265,20 @@ def main():
     ap.add_argument("--umqtt", help="micropython-lib checkout or umqtt/simple.py (read at bench time)")
     ap.add_argument("--mqtt-as", help="micropython-mqtt checkout or mqtt_as/__init__.py (read at bench time)")
     ap.add_argument("--plain32", help="a plain 32-bit unix port (only the port's own modules frozen)")
-    ap.add_argument("--micropython-src", help="MicroPython checkout: build the frozen 32-bit port "
-                                              "(and the plain one, without --plain32)")
-    ap.add_argument("--micropython-lib", help="micropython-lib for the build (default: SRC/lib/micropython-lib)")
+    ap.add_argument(
+        "--micropython-src",
+        help="MicroPython checkout: build the frozen 32-bit port " "(and the plain one, without --plain32)",
+    )
+    ap.add_argument(
+        "--micropython-lib", help="micropython-lib for the build (default: SRC/lib/micropython-lib)"
+    )
     ap.add_argument("--build-dir", help="keep the MicroPython builds here (default: a temporary directory)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
     args = ap.parse_args()
     if not args.plain32 and not args.micropython_src:
-        ap.error("give --plain32 BINARY or --micropython-src SRC (a plain 32-bit port is the bench's main port)")
+        ap.error(
+            "give --plain32 BINARY or --micropython-src SRC " "(a plain 32-bit port is the bench's main port)"
+        )
     tmp = tempfile.mkdtemp(prefix="fw-heap-")
     try:
         run_bench(args, tmp)
@@ -278,22 +308,36 @@ def run_bench(args, tmp):
         bdir = os.path.abspath(args.build_dir) if args.build_dir else os.path.join(tmp, "build")
         if not plain32:
             print("building a plain 32-bit unix port ...", flush=True)
-            plain32 = frozen_build(src, None, os.path.abspath(blib), os.path.join(bdir, "plain32"), m32=True,
-                                   packages=(), port_modules=True)
+            plain32 = frozen_build(
+                src,
+                None,
+                os.path.abspath(blib),
+                os.path.join(bdir, "plain32"),
+                m32=True,
+                packages=(),
+                port_modules=True,
+            )
         print("building a 32-bit unix port with the clients frozen ...", flush=True)
         py_lib = board_tree(os.path.join(bdir, "frozen-src"), args, False)
-        frozen32 = frozen_build(src, py_lib, os.path.abspath(blib), os.path.join(bdir, "frozen32"), m32=True,
-                                packages=("fleetwire", "umqtt", "mqtt_as"), port_modules=True)
+        frozen32 = frozen_build(
+            src,
+            py_lib,
+            os.path.abspath(blib),
+            os.path.join(bdir, "frozen32"),
+            m32=True,
+            packages=("fleetwire", "umqtt", "mqtt_as"),
+            port_modules=True,
+        )
     configs = [("32-bit plain, .mpy", plain32, mpy_lib), ("64-bit, .mpy", micropython.binary(), mpy_lib)]
     if frozen32:
         configs.append(("32-bit, frozen", frozen32, None))
     for word, binary, _ in configs:
         r = subprocess.run([binary, "-c", "import sys; print(sys.maxsize)"], capture_output=True, text=True)
-        bits = 32 if r.stdout.strip() == str(2 ** 31 - 1) else 64
+        bits = 32 if r.stdout.strip() == str(2**31 - 1) else 64
         if bits != int(word[:2]):
             sys.exit("%s is a %d-bit port, not %s" % (binary, bits, word))
 
-    res = {}    # (config, prog) -> steps result, with "HEAP" the smallest heap in KB
+    res = {}  # (config, prog) -> steps result, with "HEAP" the smallest heap in KB
     probes = {}
     with Mosquitto() as broker:
         feeder = Feeder(broker)
@@ -314,7 +358,7 @@ def run_bench(args, tmp):
             for f in FEATURES:
                 print("%s: fw+%s ..." % (word, f), flush=True)
                 probes[f] = b.steps(binary, lib, "fw+" + f, args.repeat)
-            loaded = []   # what the programs load after they start (not the harness)
+            loaded = []  # what the programs load after they start (not the harness)
             for r in [res[word, "fw"], res[word, EVERYTHING], res[word, "aio"]] + list(probes.values()):
                 for m in r["steps"][-1][2]:
                     if m not in r["steps"][0][2] and m not in loaded:
@@ -329,21 +373,37 @@ def run_bench(args, tmp):
 def report(args, configs, programs, res, probes, mods, mpy_lib):
     print()
     print("Heap of the device programs on the MicroPython unix port: bytes from gc.mem_alloc() after")
-    print("gc.collect(), median of %d runs; smallest heap: the least -X heapsize (KB) in which the" % args.repeat)
-    print("scenario (connect, subscribe, 100 QoS 1 publishes, receive 10) runs (a bisection, checked %d times)."
-          % args.repeat)
+    print(
+        "gc.collect(), median of %d runs; smallest heap: the least -X heapsize (KB) in which the"
+        % args.repeat
+    )
+    print(
+        "scenario (connect, subscribe, 100 QoS 1 publishes, receive 10) runs (a bisection, checked "
+        "%d times)." % args.repeat
+    )
     print("Ports: " + "; ".join("%s = %s" % (w, b) for w, b, _ in configs))
     names = [p for p, _ in programs]
     have = set(names)
-    ratios = [(a, c, "%s/%s" % (la, lc)) for a, la, c, lc in (
-        ("fw", "plain", "mqtt_as", "mqtt_as"), ("fw", "plain", "umqtt", "umqtt"),
-        (EVERYTHING, "every", "mqtt_as", "mqtt_as"), ("aio", "aio", "mqtt_as", "mqtt_as")) if c in have]
-    head = "%-46s" % "" + "".join("%14s" % label for _, label in programs) + "".join("%15s" % r[2] for r in ratios)
+    ratios = [
+        (a, c, "%s/%s" % (la, lc))
+        for a, la, c, lc in (
+            ("fw", "plain", "mqtt_as", "mqtt_as"),
+            ("fw", "plain", "umqtt", "umqtt"),
+            (EVERYTHING, "every", "mqtt_as", "mqtt_as"),
+            ("aio", "aio", "mqtt_as", "mqtt_as"),
+        )
+        if c in have
+    ]
+    head = "%-46s" % "" + "".join("%14s" % label for _, label in programs)
+    head += "".join("%15s" % r[2] for r in ratios)
     print()
     print(head)
     for word, _, _ in configs:
-        for what, key in (("import", "import"), ("after connect + subscribe", "subscribe"),
-                          ("smallest heap (KB)", "HEAP")):
+        for what, key in (
+            ("import", "import"),
+            ("after connect + subscribe", "subscribe"),
+            ("smallest heap (KB)", "HEAP"),
+        ):
             vals = {}
             for p in names:
                 r = res[word, p]
@@ -360,20 +420,28 @@ def report(args, configs, programs, res, probes, mods, mpy_lib):
     print("Issue 19's targets (fleetwire's programs against mqtt_as, same run; bytes, or KB for heaps)")
     word0 = configs[0][0]
     frozen = configs[2][0] if len(configs) > 2 else None
-    rows = [("1. plain program, after connect + subscribe", word0, "fw", "subscribe", 1.0),
-            ("1. plain program, smallest heap (KB)", word0, "fw", "HEAP", 1.0),
-            ("1. plain program, frozen 32-bit, after connect", frozen, "fw", "subscribe", 1.0),
-            ("2. everything program, after connect + subscribe", word0, EVERYTHING, "subscribe", 1.3)]
+    rows = [
+        ("1. plain program, after connect + subscribe", word0, "fw", "subscribe", 1.0),
+        ("1. plain program, smallest heap (KB)", word0, "fw", "HEAP", 1.0),
+        ("1. plain program, frozen 32-bit, after connect", frozen, "fw", "subscribe", 1.0),
+        ("2. everything program, after connect + subscribe", word0, EVERYTHING, "subscribe", 1.3),
+    ]
     print("%-52s%12s%12s%12s%8s" % ("target", "fleetwire", "mqtt_as", "limit", ""))
     for label, word, p, key, factor in rows:
         if word is None or "mqtt_as" not in have:
-            print("%-52s%12s" % (label, "(not measured: needs --mqtt-as%s)" % (" and --micropython-src"
-                                                                               if word is None else "")))
+            print(
+                "%-52s%12s"
+                % (
+                    label,
+                    "(not measured: needs --mqtt-as%s)" % (" and --micropython-src" if word is None else ""),
+                )
+            )
             continue
 
         def val(q):
             r = res[word, q]
             return r["HEAP"] if key == "HEAP" else at(r, key)
+
         f, m = val(p), val("mqtt_as")
         limit = factor * m if m is not None else None
         verdict = "-" if f is None or limit is None else ("pass" if f <= limit else "miss")
@@ -381,8 +449,11 @@ def report(args, configs, programs, res, probes, mods, mpy_lib):
 
     print()
     print("What each step loads (%s): heap the step adds, the modules it loads" % word0)
-    for p, label in ((EVERYTHING, "everything program"), ("aio", "fleetwire.aio program"),
-                     ("fw", "plain program")):
+    for p, label in (
+        (EVERYTHING, "everything program"),
+        ("aio", "fleetwire.aio program"),
+        ("fw", "plain program"),
+    ):
         r = res[word0, p]
         print("  %s (%s)" % (label, p))
         for name, n, new in loads(r):
@@ -391,7 +462,10 @@ def report(args, configs, programs, res, probes, mods, mpy_lib):
     plain = res[word0, "fw"]
     plain_mods = set(plain["steps"][-1][2])
     print("Each feature over the plain program (%s): after connect + subscribe, the difference," % word0)
-    print("the scenario's last step, and the modules it loads that the plain program does not (at which step)")
+    print(
+        "the scenario's last step, and the modules it loads that the plain program does not "
+        "(at which step)"
+    )
     print("  %-12s%10s%10s%12s  %s" % ("feature", "connect", "+", "end", "modules"))
     print("  %-12s%10d%10s%12d" % ("(plain)", at(plain, "subscribe"), "", plain["steps"][-1][1]))
     for f, r in probes.items():
@@ -403,7 +477,9 @@ def report(args, configs, programs, res, probes, mods, mpy_lib):
                     extra.append("%s (%s)" % (m, name))
                     seen.add(m)
         c = at(r, "subscribe")
-        print("  %-12s%10d%10d%12d  %s" % (f, c, c - at(plain, "subscribe"), r["steps"][-1][1], " ".join(extra)))
+        print(
+            "  %-12s%10d%10d%12d  %s" % (f, c, c - at(plain, "subscribe"), r["steps"][-1][1], " ".join(extra))
+        )
     print()
     print("Each module those programs load, imported alone after its dependencies (%s)" % word0)
     print("  %-34s%10s%10s" % ("module", ".mpy", "heap"))

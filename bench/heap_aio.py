@@ -25,7 +25,8 @@ async def scenario(asyncio, AsyncClient):
 def main():
     start()
     from fleetwire.aio import AsyncClient
-    import asyncio   # loaded by fleetwire.aio: its cost is the client's
+    import asyncio  # loaded by fleetwire.aio: its cost is the client's
+
     step("import")
     fail_fast(asyncio)
     asyncio.run(scenario(asyncio, AsyncClient))

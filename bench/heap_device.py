@@ -51,4 +51,5 @@ def fail_fast(asyncio):
     def died(loop, context):
         print("task died:", repr(context["exception"]))
         sys.exit(1)
+
     asyncio.get_event_loop().set_exception_handler(died)

@@ -8,7 +8,7 @@ from heap_device import mode, mem
 with open(mode) as f:
     names = f.read().split()
 for name in names:
-    had = tuple(sys.modules)   # alive across both readings: not counted
+    had = tuple(sys.modules)  # alive across both readings: not counted
     before = mem()
     __import__(name)
     n = mem() - before

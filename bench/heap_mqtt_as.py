@@ -7,12 +7,12 @@ async def scenario(asyncio, MQTTClient, config):
     config["server"] = host
     config["port"] = port
     config["client_id"] = b"heap-mqtt_as"
-    config["ssid"] = config["wifi_pw"] = "bench"   # its Wi-Fi step's arguments (no ESP8266 here)
+    config["ssid"] = config["wifi_pw"] = "bench"  # its Wi-Fi step's arguments (no ESP8266 here)
     config["keepalive"] = 60
     config["subs_cb"] = cb
     c = MQTTClient(config)
     step("construct")
-    await c.connect(quick=True)   # quick: without its 5 s of Wi-Fi checks, as a battery app does
+    await c.connect(quick=True)  # quick: without its 5 s of Wi-Fi checks, as a battery app does
     step("connect")
     await c.subscribe(b"bench/in", 1)
     step("subscribe")
@@ -30,9 +30,11 @@ async def scenario(asyncio, MQTTClient, config):
 def main():
     import network  # noqa: F401  a board has these built in: loaded before the start
     import machine  # noqa: F401
+
     start()
     from mqtt_as import MQTTClient, config
-    import asyncio   # loaded by mqtt_as: its cost is the client's
+    import asyncio  # loaded by mqtt_as: its cost is the client's
+
     step("import")
     fail_fast(asyncio)
     asyncio.run(scenario(asyncio, MQTTClient, config))

@@ -10,6 +10,7 @@ def main():
     flash = None
     if "store" in feats:
         from flashfile import FlashFile
+
         # a board's partition is flash, not heap: the emulated one is open before the start
         flash = FlashFile("heap-store.flash", 64, 4096)
     start()
@@ -17,6 +18,7 @@ def main():
         from umqtt.simple import MQTTClient
     else:
         from fleetwire import MQTTClient
+
         if flash:
             from fleetwire.ringstore import RingStore
     step("import")
