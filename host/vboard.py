@@ -528,14 +528,14 @@ class VirtualBoard:
             self._spawn(cause, raw)
 
 
-def start_boards(root, count=1, heap="96K", link_prefix=None):
+def start_boards(root, count=1, heap="96K", link_prefix=None, ota=False):
     """count boards under root/board-1.. -> [VirtualBoard], started."""
     boards = []
     try:
         for i in range(1, count + 1):
             link = ("%s%d" % (link_prefix, i)) if link_prefix else None
             b = VirtualBoard(os.path.join(root, "board-%d" % i), heap=heap, link=link,
-                             board_id="f00d%08x" % i)
+                             board_id="f00d%08x" % i, ota=ota)
             boards.append(b.start())
     except BaseException:
         for b in boards:
