@@ -48,10 +48,6 @@ class Partition:
     def is_ota_app(self):
         return self.type == TYPE_APP and SUBTYPE_OTA_0 <= self.subtype < SUBTYPE_OTA_0 + 16
 
-    def as_list(self):
-        """[label, type, subtype, offset, size, encrypted]: what a virtual board is told."""
-        return [self.label, self.type, self.subtype, self.offset, self.size, self.encrypted]
-
     def __eq__(self, other):
         return isinstance(other, Partition) and all(getattr(self, k) == getattr(other, k)
                                                     for k in self.__slots__)

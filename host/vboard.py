@@ -274,8 +274,10 @@ class VirtualBoard:
         app = "%s: %s %s" % (b.partition.label, b.project or "?", b.version or "?")
         with open(os.path.join(self.dir, "vboard.json"), "w") as f:
             json.dump({"id": self.id, "reset_cause": cause, "flash": "flash.bin",
-                       "partitions": [p.as_list() for p in b.partitions], "running": b.partition.label,
-                       "app": {"version": b.version, "project": b.project}}, f)
+                       "running": b.partition.label}, f)
+        with open(os.path.join(self.dir, "partitions"), "w") as f:
+            f.writelines("%d,%d,%d,%d,%d,%s\n" % (p.type, p.subtype, p.offset, p.size, p.encrypted, p.label)
+                         for p in b.partitions)
         cm, cs = os.openpty()
         _raw(cs)
         env = dict(os.environ)

@@ -6,7 +6,7 @@
 # bootloader does not roll it back). otadata is two 4 KB sectors holding an
 # esp_ota_select_entry_t each: ota_seq, seq_label[20], ota_state, crc32(ota_seq).
 import struct
-from esp32 import _SEC, _first, _read, _write
+from esp32 import _SEC, _erase, _first, _read, _write
 
 _OTA0 = 0x10
 _NEW, _VALID = 0, 2
@@ -14,10 +14,6 @@ _NEW, _VALID = 0, 2
 
 def _err(code, name):
     raise OSError(-code, name)  # check_esp_err
-
-
-def _erase(addr, n):
-    _write(addr, n, None, True)
 
 
 def _crc(seq):
@@ -65,7 +61,7 @@ def _rewrite(p, od, seq, i):
     struct.pack_into("<I", od[i], 0, seq)
     struct.pack_into("<I", od[i], 28, _crc(seq))
     _erase(p[3] + i * _SEC, _SEC)
-    _write(p[3] + i * _SEC, od[i], bytearray(32))
+    _write(p[3] + i * _SEC, od[i], bytearray(64))
 
 
 def _default():

@@ -11,6 +11,7 @@
 import _vboard
 
 _SEC = 4096
+_FF = b"\xff" * 64
 _F = _vboard.DIR + "/" + _vboard.info().get("flash", "flash.bin")
 
 
@@ -25,40 +26,62 @@ def _read(addr, buf):
         buf[i] = 0xFF
 
 
-def _write(addr, buf, tmp=None, ff=False):
-    # ff: erase (write 0xFF up to the file's end; past it the flash is erased already);
-    # else program: each byte becomes old & new, and a gap before addr is erased flash
-    tmp = tmp or bytearray(64)
+def _write(addr, buf, tmp):
+    # NOR programming: each byte becomes old & new; a gap before addr is erased flash.
+    # No allocation per chunk (on a board this is C code: a program's heap sees none).
+    mv = memoryview(buf)
     with open(_F, "r+b") as f:
         end = f.seek(0, 2)
-        if ff:
-            buf = range(min(buf, end - addr) if end > addr else 0)
-        while not ff and end < addr:
+        while end < addr:
             k = min(64, addr - end)
-            f.write(b"\xff" * k)
+            f.write(_FF if k == 64 else _FF[:k])
             end += k
         done = 0
-        while done < len(buf):
-            n = min(64, len(buf) - done)
-            if ff:
-                new = b"\xff" * n
-            else:
-                new = buf[done:done + n]
-                if addr + done < end:
-                    f.seek(addr + done)
-                    f.readinto(tmp)
-                    new = int.from_bytes(tmp[:n], "little") & int.from_bytes(new, "little")
-                    new = new.to_bytes(n, "little")
+        while done < len(mv):
+            n = min(64, len(mv) - done)
             f.seek(addr + done)
-            f.write(new)
+            if addr + done < end:
+                got = f.readinto(tmp) or 0
+                for i in range(got, 64):
+                    tmp[i] = 0xFF
+                if tmp != _FF:  # not erased: program over what is there
+                    for i in range(n):
+                        tmp[i] &= mv[done + i]
+                    f.seek(addr + done)
+                    f.write(tmp if n == 64 else memoryview(tmp)[:n])
+                    done += n
+                    continue
+                f.seek(addr + done)
+            f.write(mv[done:done + n])
             done += n
 
 
+def _erase(addr, n):
+    with open(_F, "r+b") as f:
+        stop = min(addr + n, f.seek(0, 2))  # past the file's end it is erased already
+        f.seek(addr)
+        while addr < stop:
+            k = min(64, stop - addr)
+            f.write(_FF if k == 64 else _FF[:k])
+            addr += k
+
+
+def _parts(type, subtype=0xFF, label=None):
+    # the table the supervisor read from flash at boot, one partition a line, read on
+    # demand (kept in RAM it would cost the program heap a board's own table does not)
+    out = []
+    with open(_vboard.DIR + "/partitions") as f:
+        for line in f:
+            t, st, off, size, enc, name = line.rstrip("\n").split(",", 5)
+            p = [name, int(t), int(st), int(off), int(size), enc == "1"]
+            if p[1] == type and (subtype == 0xFF or p[2] == subtype) and (label is None or name == label):
+                out.append(p)
+    return out
+
+
 def _first(type, subtype=0xFF, label=None):
-    for p in _vboard.info().get("partitions", ()):
-        if p[1] == type and (subtype == 0xFF or p[2] == subtype) and (label is None or p[0] == label):
-            return p
-    return None
+    p = _parts(type, subtype, label)
+    return p[0] if p else None
 
 
 class Partition:
@@ -90,8 +113,7 @@ class Partition:
 
     @staticmethod
     def find(type=0, subtype=0xFF, label=None, block_size=_SEC):
-        return [Partition(p, block_size) for p in _vboard.info().get("partitions", ())
-                if p[1] == type and (subtype == 0xFF or p[2] == subtype) and (label is None or p[0] == label)]
+        return [Partition(p, block_size) for p in _parts(type, subtype, label)]
 
     def info(self):
         p = self._p
@@ -108,7 +130,7 @@ class Partition:
         if off + n > self._p[4] or erase and n % _SEC:
             raise OSError(-0x104, "ESP_ERR_INVALID_SIZE")
         if erase:
-            _write(self._p[3] + off, n, None, True)
+            _erase(self._p[3] + off, n)
 
     def readblocks(self, block, buf, off=0):
         off += block * self.block_size
