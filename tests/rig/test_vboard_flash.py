@@ -5,8 +5,10 @@ caught, and the table written decides the partitions MicroPython sees on the boa
 import os
 import subprocess
 import sys
+import time
 
 import pytest
+import serial
 
 from fleetwire.host import espimage, partitions as pt
 from fleetwire.host.flash import VerifyError, flash_one
@@ -110,6 +112,26 @@ def test_a_corrupted_write_is_caught(board, tmp_path):
         flash_one(board.port, fw, no_stub=True, connect_attempts=1)
     r = flash_cli("--port", board.port, "--firmware", fw, "--no-stub")   # a second try, no fault: ok
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_board_busy_printing_is_flashed_and_mpremote_reaches_the_new_firmware_at_once(board, tmp_path):
+    # a program logging without pause: esptool's SYNC still takes the board into its ROM
+    # loader, and the first bytes of a terminal afterwards boot it (no wait for a reset)
+    (tmp_path / "main.py").write_text("n = 0\nwhile True:\n    print('log line', n)\n    n += 1\n")
+    os.replace(tmp_path / "main.py", os.path.join(board.fs, "main.py"))
+    board.power_cycle()
+    with serial.Serial(board.port, 115200, timeout=0.2) as s:
+        seen, end = b"", time.monotonic() + 10
+        while b"log line" not in seen and time.monotonic() < end:
+            seen = seen[-64:] + s.read(4096)
+    assert b"log line" in seen
+    fw, _ = firmware(tmp_path / "fw.bin", "3.0.0")
+    r = flash_cli("--port", board.port, "--firmware", fw, "--no-stub")
+    assert r.returncode == 0, r.stdout + r.stderr
+    os.remove(os.path.join(board.fs, "main.py"))
+    r = subprocess.run([sys.executable, "-m", "mpremote", "connect", board.port, "exec",
+                        "import fwinfo; print(fwinfo.VERSION)"], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip().splitlines()[-1] == "3.0.0", r.stdout + r.stderr
 
 
 def test_without_no_stub_the_board_says_what_to_do(board, tmp_path):
