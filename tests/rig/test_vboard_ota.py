@@ -116,6 +116,11 @@ def test_set_boot_and_a_reset_boot_the_other_slot(board):
     # the new firmware's frozen module is what the board imports now
     assert board_run(board, "import esp32, fwinfo\nP = esp32.Partition\n"
                      "print(fwinfo.VERSION, P(P.RUNNING).info()[4])") == "2.0.0 ota_1"
+    # as on a board, the running image's app description (esp_app_desc_t at 0x20) names it
+    assert board_run(board, "import esp32\nP = esp32.Partition\nd = bytearray(80)\n"
+                     "P(P.RUNNING).readblocks(0, d, 0x20)\n"
+                     "print(hex(int.from_bytes(d[:4], 'little')), bytes(d[16:48]).rstrip(b'\\0').decode(),"
+                     " bytes(d[48:80]).rstrip(b'\\0').decode())") == "0xabcd5432 2.0.0 fleetwire"
     assert otadata_states(board)[1] == (2, "pending_verify")
 
 
