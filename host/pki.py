@@ -23,7 +23,7 @@ import shutil
 import tempfile
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -167,7 +167,7 @@ def load_private_key(path, what="key"):
         return serialization.load_der_private_key(data, password=None)
     except TypeError:
         raise PKIError("%s %s is encrypted: a board cannot use a key with a passphrase" % (what, path))
-    except (ValueError, serialization.UnsupportedAlgorithm):
+    except (ValueError, UnsupportedAlgorithm):
         if b"CERTIFICATE" in data:
             raise PKIError("%s %s holds a certificate, not a private key" % (what, path))
         raise PKIError("%s %s is not a private key (PEM or DER)" % (what, path))
