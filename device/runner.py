@@ -55,10 +55,8 @@ def tls(cfg):
     return Context(cfg)
 
 
-def _why(ctx, e):
-    # A failed connect, named: the TLS identity's verdict where it has one (its class says which)
-    if ctx is not None:
-        e = ctx.explain(e)
+def _why(e):
+    # A failed connect, named by its class (fleetwire.tlserrors' for a TLS refusal)
     return "%s: %s" % (type(e).__name__, e)
 
 
@@ -89,7 +87,7 @@ def main(path="config.json"):
                 client.connect(clean_session=False)
                 break
         except (OSError, MQTTException) as e:  # a refusal too: the records wait, a deploy mends it
-            print("main: not connected:", _why(ctx, e))
+            print("main: not connected:", _why(e))
         # records go on meanwhile: they wait in the store for the first connection
         for _ in range(25):
             vitals.step()
@@ -104,7 +102,7 @@ def main(path="config.json"):
             if why is None or type(why) is not said[0]:
                 said[0] = type(why) if why is not None else None
                 if why is not None:
-                    print("main: reconnecting:", _why(ctx, why))
+                    print("main: reconnecting:", _why(why))
         client.on_reconnect = retry
     if app is not None and hasattr(app, "setup"):
         app.setup(client)

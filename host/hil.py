@@ -46,6 +46,11 @@ class Board:
         self.port = port
         self.vboard = vboard
         self.ca = ca
+        self._watches = []
+
+    def close(self):
+        for w in self._watches:
+            w.stop()
 
     @property
     def virtual(self):
@@ -91,6 +96,13 @@ class Board:
             pattern, timeout, buf.getvalue()[-3000:])
         return buf.getvalue()
 
+    def watch(self):
+        """Read the console from now on, in the background (a board drops output nobody reads)
+        -> a ConsoleWatch; stopped with the board. Not while deploying: mpremote needs the port."""
+        w = ConsoleWatch(self.port)
+        self._watches.append(w)
+        return w
+
     def set_wlan(self, up):
         if not self.virtual:
             pytest.skip("Wi-Fi on demand needs a virtual board")
@@ -100,6 +112,54 @@ class Board:
         if not self.virtual:
             pytest.skip("cutting the power needs a virtual board")
         self.vboard.power_cycle()
+
+
+class ConsoleWatch:
+    """The console's lines, read by a thread: wait_for(regex) -> the text so far once a line
+    matches (fails at timeout); .text is everything read."""
+
+    def __init__(self, port):
+        import re
+        import threading
+        self._re = re
+        self.lines = []
+        self._stop = threading.Event()
+        self._cv = threading.Condition()
+        self._t = threading.Thread(target=self._read, args=(port,), daemon=True)
+        self._t.start()
+
+    def _read(self, port):
+        import serial
+        buf = b""
+        while not self._stop.is_set():
+            try:
+                with serial.Serial(port, 115200, timeout=0.2) as s:
+                    while not self._stop.is_set():
+                        buf += s.read(512)
+                        while b"\n" in buf:
+                            line, buf = buf.split(b"\n", 1)
+                            with self._cv:
+                                self.lines.append(line.rstrip(b"\r").decode("utf-8", "replace"))
+                                self._cv.notify_all()
+            except (serial.SerialException, OSError):
+                time.sleep(0.2)   # the board resets: its port comes back
+
+    @property
+    def text(self):
+        with self._cv:
+            return "\n".join(self.lines)
+
+    def wait_for(self, pattern, timeout=30):
+        rx = self._re.compile(pattern)
+        with self._cv:
+            if not self._cv.wait_for(lambda: any(rx.search(x) for x in self.lines), timeout):
+                raise AssertionError("no console line matching %r within %s s; console said:\n%s"
+                                     % (pattern, timeout, "\n".join(self.lines)[-3000:]))
+            return "\n".join(self.lines)
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(2)
 
 
 @pytest.fixture
@@ -129,14 +189,20 @@ def hil_broker(request):
 def hil_board(request, tmp_path, hil_ca):
     port = request.config.getoption("--board")
     if port:
-        yield Board(port, ca=hil_ca)
+        b = Board(port, ca=hil_ca)
+        yield b
+        b.close()
         return
     from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
     vb = VirtualBoard(str(tmp_path / "vboard"), heap=request.config.getoption("--board-heap")).start()
+    b = None
     try:
         assert wait_for_prompt(vb.port), "the virtual board gave no prompt"
-        yield Board(vb.port, vb, ca=hil_ca)
+        b = Board(vb.port, vb, ca=hil_ca)
+        yield b
     finally:
+        if b is not None:
+            b.close()
         vb.stop()
 
 

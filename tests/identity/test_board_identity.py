@@ -41,7 +41,8 @@ def test_a_board_publishes_only_as_itself_and_reads_only_its_own_commands(hil_bo
     hil_observer.subscribe("fleet/#", 1)   # the operator reads everything: it would see a forged message
     hil_board.put("app.py", ACL_APP)
     assert hil_board.deploy(cfg)["identity"] == "issued"
-    hil_board.console_until("app: ready")
+    console = hil_board.watch()
+    console.wait_for("app: ready")
     hil_observer.wait_until(lambda m: ("fleet/%s/hello" % me, b"mine", 1, False) in m)
     hil_observer.wait_until(lambda m: any(t == "fleet/%s/telemetry" % me for t, *_ in m))  # its vitals
     # the forged messages went out before the hello, on the same connection: the broker dropped them
@@ -55,9 +56,9 @@ def test_a_board_publishes_only_as_itself_and_reads_only_its_own_commands(hil_bo
     hil_observer.publish("fleet/%s/ota/fw" % me, b"update-for-me", qos=1)
     # they were sent and routed: the operator, subscribed to fleet/#, got them back
     hil_observer.wait_until(lambda m: {b"for-the-other", b"update-for-the-other"} <= {x[1] for x in m})
-    console = hil_board.console_until("app: got fleet/%s/ota/fw update-for-me" % me)
-    assert "app: got fleet/%s/cmd/done for-me" % me in console
-    assert "for-the-other" not in console and "update-for-the-other" not in console
+    said = console.wait_for("app: got fleet/%s/ota/fw update-for-me" % me)
+    assert "app: got fleet/%s/cmd/done for-me" % me in said
+    assert "for-the-other" not in said and "update-for-the-other" not in said
 
 
 def records(observer, device_id):
@@ -70,15 +71,18 @@ def test_a_revoked_board_is_refused_says_why_keeps_its_records_and_sends_them_af
     me = cfg["device_id"]
     hil_observer.subscribe("fleet/%s/telemetry" % me, 1)
     hil_board.deploy(cfg)
-    hil_board.console_until("main: connected")
+    console = hil_board.watch()
+    console.wait_for("main: connected")
     assert wait(lambda: len(records(hil_observer, me)) >= 2)
     r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "ca", "revoke", me, "--ca", hil_ca.dir],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "revoked %s (device" % me in r.stdout, r.stdout + r.stderr
-    identity_mosquitto.reload()          # the broker reads the new CRL
-    hil_board.power_cycle()              # a new connection: the revocation applies from here on
-    refused = hil_board.console_until("main: not connected: CertificateRevoked")
+    identity_mosquitto.reload()          # the broker reads the new CRL; connected clients stay
+    identity_mosquitto.restart()         # until their connection ends: the board's next one is refused
+    refused = console.wait_for("main: reconnecting: CertificateRevoked")
     assert "CN %s" % me in refused and "--rotate" in refused
+    console.stop()                       # the deploy below needs the port
+    hil_observer.wait_connected()
     n = len(records(hil_observer, me))
     time.sleep(3)                        # about three records made while refused
     assert len(records(hil_observer, me)) == n, "records got through with a revoked certificate"
