@@ -299,6 +299,7 @@ class FleetCA:
         write_private(os.path.join(d, "ca.key"), key_pem(key))
         write_public(os.path.join(d, "ca.pem"), pem(cert))
         write_public(os.path.join(d, "index.json"), b'{"issued": []}\n')
+        write_public(os.path.join(d, "brokers.json"), b"[]\n")  # a replaced CA's brokers are not this one's
         ca = cls(d)
         ca.write_crl()
         return ca
