@@ -78,6 +78,10 @@ def write(out, ca, hosts, port=8883, bind=None, operators=("operator",), collect
         raise pki.PKIError("the broker needs at least one host name or address for its certificate "
                            "(the name boards connect to; they check it)")
     out = os.path.abspath(out)
+    for name in operators:
+        ca.reserve(name, "operator")
+    for name in collectors:
+        ca.reserve(name, "collector")
     os.makedirs(out, exist_ok=True)
     issued = ca.issue(hosts[0], role="server", hosts=hosts)
     pki.write_private(os.path.join(out, "server.key"), pki.key_pem(issued.key))

@@ -10,6 +10,8 @@ A CA directory holds:
     crl.pem     the revocation list, rewritten by every revocation
     brokers.json  broker directories written by `fleetwire broker-config` on this machine,
                 whose copy of crl.pem a revocation refreshes
+    services.json the service names those brokers' ACLs give rights to (operator, collector):
+                no board may take one
 
 Keys are EC P-256: small certificates, and a handshake an ESP32 does in well under a second.
 Every check of input raises PKIError with a reason a person can act on.
@@ -33,6 +35,8 @@ LEAF_DAYS = 730          # a board's certificate: re-deploying renews it when RE
 RENEW_DAYS = 30
 CRL_DAYS = 365           # an expired CRL makes the broker refuse everyone: `fleetwire ca crl` renews it
 ROLES = ("device", "operator", "collector", "server")
+# The services' default names: an ACL names them, so a board may never be called so.
+SERVICES = {"operator": "operator", "collector": "collector"}
 # Names end up in topics (fleet/<name>/...) through the broker's ACL patterns, so none of
 # MQTT's special characters; mosquitto refuses pattern ACLs to names with + # or / anyway.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -323,9 +327,30 @@ class FleetCA:
         write_public(self.index_path, (json.dumps({"issued": entries}, indent=1) + "\n").encode())
 
     def role_of(self, name):
-        """The role `name` was issued for (the newest certificate), or None."""
+        """The role `name` has: a service name's (reserved by default or by a broker's ACL), or
+        the one its newest certificate was issued for, or None."""
+        services = dict(SERVICES, **self.services())
+        if name in services:
+            return services[name]
         roles = [e["role"] for e in self.index() if e["name"] == name]
         return roles[-1] if roles else None
+
+    def services(self):
+        try:
+            with open(os.path.join(self.dir, "services.json")) as f:
+                return json.load(f)
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def reserve(self, name, role):
+        """Keep `name` for a service whose rights a broker's ACL names."""
+        check_name(name, "%s name" % role)
+        have = self.role_of(name)
+        if have not in (None, role):
+            raise PKIError("%r is the name of this CA's %s identity; the %s needs another name" % (name, have, role))
+        d = self.services()
+        d[name] = role
+        write_public(os.path.join(self.dir, "services.json"), (json.dumps(d, indent=1) + "\n").encode())
 
     def lookup(self, cert):
         """The index entry of a certificate this CA issued, or None."""
@@ -349,7 +374,7 @@ class FleetCA:
             raise PKIError("role %r: one of %s" % (role, ", ".join(ROLES)))
         have = self.role_of(name)
         if have and have != role and "server" not in (have, role):
-            raise PKIError("%r is already a %s identity of this CA; a %s must have a name of its own"
+            raise PKIError("%r is the name of this CA's %s identity; a %s must have a name of its own"
                            % (name, have, role))
         key = new_key()
         cert = sign(self.key, self.cert, name, key.public_key(), role, hosts,

@@ -155,3 +155,16 @@ def test_bad_identity_input_is_refused_before_anything_reaches_the_board(idle_bo
     assert r.returncode == 2 and reason in r.stderr, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
     assert files_on(idle_board) == before   # nothing was written
+
+
+def test_no_board_may_take_a_service_name_even_before_the_service_has_a_certificate(tmp_path):
+    # the ACL gives `operator` its rights by name: a board called so would have them
+    ca = pki.FleetCA.create(str(tmp_path / "ca"))
+    with pytest.raises(pki.PKIError, match="operator identity"):
+        ca.issue("operator", "device")
+    # a broker configured for another operator name reserves that one too
+    from fleetwire.host import brokerconf
+    brokerconf.write(str(tmp_path / "broker"), ca, ["localhost"], operators=["ops-desk"])
+    with pytest.raises(pki.PKIError, match="operator identity"):
+        ca.issue("ops-desk", "device")
+    assert "user ops-desk" in (tmp_path / "broker" / "acl").read_text()
