@@ -92,3 +92,22 @@ def test_a_revoked_board_is_refused_says_why_keeps_its_records_and_sends_them_af
     assert wait(lambda: len(records(hil_observer, me)) >= n + 4, 30)
     seqs = sorted({x["seq"] for x in records(hil_observer, me)})
     assert seqs == list(range(seqs[0], seqs[-1] + 1)), "records lost while refused: %s" % seqs
+
+
+def test_a_certificate_issued_elsewhere_is_installed_as_given_and_kept(hil_board, hil_broker, hil_observer, hil_ca,
+                                                                      request, tmp_path):
+    # the AWS IoT Core way: the service issues the certificate and key; deploy installs them with
+    # the CA of the endpoint's certificate (here the fleet CA plays the service)
+    from fleetwire.host import pki
+    cfg = device_config(request, hil_broker)
+    cert, key = pki.write_credentials(hil_ca.issue(cfg["device_id"]), str(tmp_path))
+    hil_observer.subscribe("fleet/%s/telemetry" % cfg["device_id"], 1)
+    from fleetwire.host.deploy import deploy
+    res = deploy(hil_board.port, cfg, mpy=True, log=lambda m: None, cert=cert, key=key,
+                 broker_ca=hil_ca.cert_path)
+    assert res["identity"] == "installed" and {"tls/cert.der", "tls/key.der", "tls/ca.der"} <= set(res["copied"])
+    hil_board.console_until("main: connected")
+    assert wait(lambda: records(hil_observer, cfg["device_id"]))
+    again = deploy(hil_board.port, cfg, mpy=True, log=lambda m: None, cert=cert, key=key,
+                   broker_ca=hil_ca.cert_path)
+    assert again["identity"] == "kept" and again["copied"] == []
