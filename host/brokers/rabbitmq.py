@@ -93,8 +93,10 @@ class RabbitMQ(Broker):
                 "users": [{"name": self.USER, "password_hash": password_hash(self.PASSWORD),
                            "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": []}],
                 "vhosts": [{"name": "/"}],
-                "permissions": [{"user": self.USER, "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}],
-                "topic_permissions": [{"user": self.USER, "vhost": "/", "exchange": "amq.topic", "write": ".*",
+                "permissions": [{"user": self.USER, "vhost": "/", "configure": ".*", "write": ".*",
+                                 "read": ".*"}],
+                "topic_permissions": [{"user": self.USER, "vhost": "/", "exchange": "amq.topic",
+                                       "write": ".*",
                                        "read": "^(?!%s)" % denied.replace(".", "\\.")}],
             }, f)
         conf = [

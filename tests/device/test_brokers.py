@@ -48,8 +48,8 @@ def quiet(d, ms=300):
 PUBACK_FOR_QOS2 = ("RabbitMQ answers a QoS 2 PUBLISH with PUBACK and the client ends the connection with "
                    "ProtocolError 'PUBACK for packet id N, which is not awaiting one' instead of coping "
                    "(issue 18: have the client cope)")
-RETAIN_BIT_LOST = ("a retained QoS 2 message is delivered with c.retained False: inbound QoS 2 is delivered on "
-                   "PUBREL with a first byte fixed at 0x34 (issue 18, fault 1)")
+RETAIN_BIT_LOST = ("a retained QoS 2 message is delivered with c.retained False: inbound QoS 2 is "
+                   "delivered on PUBREL with a first byte fixed at 0x34 (issue 18, fault 1)")
 CLEAN_RESUBSCRIBES = ("an explicit connect(clean_session=True) subscribes again by itself to the filters of "
                       "the session before (issue 18, fault 2)")
 REFUSED_KEPT = ("a subscribe() that raised because the broker closed the connection before SUBACK stays in "
@@ -65,8 +65,8 @@ QOS2_WINDOW = ("more than max_inflight (10) unreleased inbound QoS 2 messages en
 def test_MQTT_3_1_2_6_and_3_2_2_2_a_clean_session_discards_the_persistent_one(device, broker, tag, request):
     if broker.name == "rabbitmq":
         client_fault(request, CLEAN_RESUBSCRIBES + "; RabbitMQ makes that subscription a clean session's "
-                     "auto-delete queue and closes the next connect(clean_session=False) (PRECONDITION_FAILED "
-                     "- inequivalent arg 'auto_delete' in its log)")
+                     "auto-delete queue and closes the next connect(clean_session=False) "
+                     "(PRECONDITION_FAILED - inequivalent arg 'auto_delete' in its log)")
     d = device()
     d.call("init", id="cs-" + tag, host=broker.host, port=broker.port, keepalive=30, **broker.login)
     presents = []
@@ -351,12 +351,13 @@ def test_MQTT_4_7_2_1_a_wildcard_filter_matches_no_dollar_topic(device, broker, 
     everything = connect(device, broker, "all-" + tag)
     everything.call("recv", n=1000, ms=500)  # what comes on connecting (amqtt: retained, see its test)
     everything.call("sub", topic="#", qos=0)
-    make_observer = request.getfixturevalue("make_observer")
-    make_observer(broker, username=broker.USER, password=broker.PASSWORD).publish("fw/%s/plain" % tag, b"x", qos=1)
+    obs = request.getfixturevalue("make_observer")(broker, username=broker.USER, password=broker.PASSWORD)
+    obs.publish("fw/%s/plain" % tag, b"x", qos=1)
     got = everything.call("recv", n=1000, ms=2500)["msgs"]  # with $SYS news of the observer, on some
     assert ["fw/%s/plain" % tag, "x", 0, False] in got
     assert [m[0] for m in got if m[0].startswith("$")] == []
-    assert {m[0].split("/")[0] for m in sys_got} == (set() if broker.quirk("dollar") == "no_sys" else {"$SYS"})
+    sys_roots = {m[0].split("/")[0] for m in sys_got}
+    assert sys_roots == (set() if broker.quirk("dollar") == "no_sys" else {"$SYS"})
 
 
 # ---- sessions across reconnects
@@ -373,11 +374,13 @@ def test_MQTT_3_1_3_2_a_persistent_session_keeps_messages_sent_while_away(device
     assert d.call("connect", clean=False)["present"] == 1
     msgs = sorted(d.call("recv", n=2)["msgs"])
     g = broker.grants(2)
-    assert msgs == [["fw/%s/%d" % (tag, q), "while-away-%d" % q, broker.delivers_at(q, g), False] for q in (1, 2)]
+    assert msgs == [["fw/%s/%d" % (tag, q), "while-away-%d" % q, broker.delivers_at(q, g), False]
+                    for q in (1, 2)]
     quiet(d)
 
 
-def test_MQTT_4_4_0_1_unacknowledged_messages_are_sent_again_after_reconnecting(device, broker, observer, tag):
+def test_MQTT_4_4_0_1_unacknowledged_messages_are_sent_again_after_reconnecting(
+        device, broker, observer, tag):
     cid = "redo-" + tag
     d = connect(device, broker, cid, clean=False)
     d.call("sub", topic="fw/%s/#" % tag, qos=2)
@@ -408,5 +411,10 @@ def test_a_backlog_of_40_messages_arrives_after_reconnecting(device, broker, obs
     for i in range(40):
         obs.publish("fw/%s/%d/m" % (tag, qos), b"%02d" % i, qos=qos)
     assert d.call("connect", clean=False)["present"] == 1
-    msgs = d.call("recv", n=40, ms=10000)["msgs"]
-    assert sorted(m[1] for m in msgs) == ["%02d" % i for i in range(40)]
+    time.sleep(0.5)  # the device is busy: what the broker sends piles up in its socket
+    got = [m[1] for m in d.call("recv", n=40, ms=10000)["msgs"]]
+    got += [m[1] for m in d.call("recv", n=1, ms=300)["msgs"]]
+    if qos == 1:  # at least once: a copy more is allowed (amqtt sends one now and then)
+        assert set(got) == {"%02d" % i for i in range(40)}
+    else:
+        assert sorted(got) == ["%02d" % i for i in range(40)]

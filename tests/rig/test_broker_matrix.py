@@ -4,6 +4,7 @@ process it started, and the README's table and quirk notes are the ones its clas
 describe, each quirk asserted by a scenario test."""
 import ast
 import os
+import time
 
 import pytest
 
@@ -55,12 +56,24 @@ def test_a_broker_restarts_on_its_port_and_stop_ends_all_its_processes(name):
     with brokers.make(name) as b:
         port, group = b.port, os.getpgid(b.proc.pid)
         b.stop()
-        assert not accepts(b.host, port)
+        assert closes(port)
         b.start()
         assert b.port == port and accepts(b.host, port)
-    assert not accepts("127.0.0.1", port)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(group, 0)
+        group2 = os.getpgid(b.proc.pid)
+    assert closes(port)
+    for g in (group, group2):
+        with pytest.raises(ProcessLookupError):
+            os.killpg(g, 0)
+
+
+def closes(port, within=2):
+    # the kernel may keep a dead process's listening socket a moment (seen with node)
+    deadline = time.monotonic() + within
+    while accepts("127.0.0.1", port):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_the_matrix_is_chosen_by_name():
