@@ -2,8 +2,12 @@
 independent paho-mqtt observer, a scripted broker. paho and the rig modules are
 imported inside the fixtures, so this plugin loads where paho is not installed.
 
-When a test that used a mosquitto fails, the tail of that broker's log is added
-to the failure report."""
+When a test that used a mosquitto (or a broker of the matrix) fails, the tail of that
+broker's log is added to the failure report.
+
+The broker matrix: a test that takes the `broker` fixture runs once for each broker of
+fleetwire.host.brokers.matrix() (mosquitto, aedes, amqtt, rabbitmq), each started once
+per session and shared, the tests grouped by broker."""
 import pytest
 
 
@@ -74,6 +78,35 @@ def fresh_mosquitto():
         b.close()
 
 
+@pytest.fixture(scope="session")
+def broker_pool():
+    """broker_pool(name) -> that matrix broker, running; started on first use, shared by
+    the whole session (use topics and client ids of your own), closed at its end."""
+    from fleetwire.host.brokers import make
+    pool = {}
+
+    def get(name):
+        if name not in pool:
+            pool[name] = make(name).start()
+        return pool[name]
+    yield get
+    for b in pool.values():
+        b.close()
+
+
+def pytest_generate_tests(metafunc):
+    if "broker" in metafunc.fixturenames:
+        from fleetwire.host.brokers import matrix
+        metafunc.parametrize("broker", matrix(), indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def broker(request, broker_pool):
+    """One broker of the matrix (the test runs once per broker): .name, .version, .host,
+    .port, .quirk(feature), .DENIED_PREFIX (fleetwire.host.brokers.base.Broker)."""
+    return broker_pool(request.param)
+
+
 @pytest.fixture
 def make_observer(request):
     """make_observer(broker=None, tls=False, identity=None, **kw) -> a connected Observer (see
@@ -142,7 +175,7 @@ def pytest_runtest_makereport(item, call):
     rep = yield
     if rep.failed and rep.when in ("call", "teardown"):
         args = getattr(item, "funcargs", {})
-        brokers = [args[n] for n in ("mosquitto", "mosquitto_tls", "identity_mosquitto") if n in args]
+        brokers = [args[n] for n in ("mosquitto", "mosquitto_tls", "identity_mosquitto", "broker") if n in args]
         brokers += getattr(args.get("fresh_mosquitto"), "brokers", [])
         for b in brokers:
             try:
@@ -150,5 +183,6 @@ def pytest_runtest_makereport(item, call):
             except Exception:  # a report must not fail because of a log
                 continue
             if tail:
-                rep.sections.append(("mosquitto %s:%s log (tail)" % (b.host, b.port), tail))
+                name = getattr(b, "name", "mosquitto")
+                rep.sections.append(("%s %s:%s log (tail)" % (name, b.host, b.port), tail))
     return rep
