@@ -53,6 +53,30 @@ def check_first_byte(b):
         fail_as("flags", t, b & 15, _FLAGS[t])
 
 
+def frame(b, i, e, limit):
+    """The fixed header starting at b[i], with b[i:e] received -> its length + 8 x the
+    remaining length, or -1 while the header is not all there. Raises CodecError for a bad
+    first byte, a length field of more than 4 bytes, or a packet (header included) over
+    limit bytes, before any of its body is taken: no length field makes a caller hold more."""
+    check_first_byte(b[i])
+    n = 0
+    k = i + 1
+    shift = 0
+    while k < e:
+        c = b[k]
+        n |= (c & 127) << shift
+        k += 1
+        if c < 128:
+            k -= i
+            if n + k > limit:
+                fail_as("over_max", n + k, limit)
+            return k | n << 3
+        if k - i == 5:
+            fail_as("rl_long")
+        shift += 7
+    return -1
+
+
 def varint_size(n):
     return 1 if n < 128 else 2 if n < 16384 else 3 if n < 2097152 else 4
 

@@ -9,7 +9,7 @@ def raw_out(s, now=0):
     """Every packet the session writes now, as bytes."""
     res = []
     while True:
-        n = s.pack_next(now)
+        n = s.pack(now)
         if not n:
             return res
         s.wrote(now)
@@ -40,16 +40,14 @@ def eq(got, want):
 
 def events(s):
     log = []
-    s.on_message = lambda t, m, f: log.append(("msg", t, m, f >> 1 & 3))
+    s.cb = lambda t, m: log.append(("msg", t, m, s.qos))
     s.on_delivered = lambda pid: log.append(("delivered", pid))
-    s.on_suback = lambda pid, rc: log.append(("suback", pid, rc))
-    s.on_unsuback = lambda pid: log.append(("unsuback", pid))
     s.on_discarded = lambda t, m, q: log.append(("discarded", t, m, q))
     return log
 
 
 def reconnect(s, present, now=0):
-    s.lost()
+    s.lost(now, None)
     s.start(now)
     c = out(s, now)
     recv(s, P.Connack(present, 0), now=now)
