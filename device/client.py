@@ -169,7 +169,11 @@ class MQTTClient(Front):
         pid = self._s.subscribe(to_bytes(topic), qos)
         self._sub_rc = -1
         self._sub_pid = pid
-        self._wait(_until_suback, pid, self.timeout_ms)
+        try:
+            self._wait(_until_suback, pid, self.timeout_ms)
+        except Exception:
+            self._s.sub_drop(pid)  # it failed, and the program knows: not made again behind its back
+            raise
         if self._sub_rc == 0x80:
             raise MQTTException(say("sub_refuse", topic))
         return self._sub_rc

@@ -383,6 +383,14 @@ class Session:
         return (self._find(self._pend_head, pid) != _NIL or self._find(self._infl_head, pid) != _NIL
                 or (self.store is not None and self.store.in_backlog(pid)))
 
+    def sub_drop(self, pid):
+        """Forget the subscription whose SUBSCRIBE (pid) the program was told failed: it is
+        never made again by itself."""
+        for i in range(len(self._sub_state)):
+            if self._sub_pid[i] == pid and self._sub_state[i] in (_S_SUB, _S_SUBACK):
+                self._sub_state[i] = _S_FREE
+                self._sub_topic[i] = None
+
     def sub_pending(self, pid):
         """True while a SUBSCRIBE or UNSUBSCRIBE with this packet id awaits its ack."""
         for i in range(len(self._sub_state)):
@@ -732,7 +740,12 @@ class Session:
         while s != _NIL and self._pid[s] != pid:
             prev = s
             s = self._next[s]
-        if s == _NIL or self._flags[s] & 3 != qos or (qos == 2 and not self._flags[s] & _REL):
+        fl = self._flags[s] if s != _NIL else 0
+        # A PUBACK for a QoS 2 message still awaiting PUBREC completes it: a broker that
+        # downgrades QoS 2 to 1 (RabbitMQ) has taken it at least once, and would never
+        # answer a PUBREL.
+        if s == _NIL or (fl & 3 != qos and not (qos == 1 and not fl & _REL)) or (
+                qos == 2 and not fl & _REL):
             raise ProtocolError(say("stray_ack", t, pid))
         nxt = self._next[s]
         if prev == _NIL:

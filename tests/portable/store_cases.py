@@ -366,14 +366,14 @@ def test_every_power_cut_of_the_file_store_on_littlefs_loses_nothing():
 
 def check_forked_sweep(sw, at_least):
     # lost, resurrected, reordered and failed recoveries nowhere; a QoS 2 message twice
-    # only where the session delivers an inbound message before the store forgets it
-    # (session.py, _on_pubrel: a cut there redelivers it after the reset; firmware/STORE.md)
+    # only where the session delivers an inbound message before the store keeps its id
+    # (session.py, _on_publish: a cut there redelivers it after the reset; firmware/STORE.md)
     sw.run()
     assert sw.cuts() >= at_least, sw.cuts()
     for phase, row in sw.tally.items():
         lost, resurrected, duplicated, again, reordered, errors = row[1:]
         assert not (lost or resurrected or reordered or errors), (phase, row, sw.errors[:3])
-        assert not duplicated or phase.startswith("in_pubrel:"), (phase, row, sw.errors[:3])
+        assert not duplicated or phase.startswith("in_publish:"), (phase, row, sw.errors[:3])
     assert "restore: move: copy" in sw.tally or sw.kind != "ring", "no cut hit a move the mount finishes"
     assert sw.replay() == [], "a fork and a plain replay of the same cut disagree"
 
