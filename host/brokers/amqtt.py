@@ -38,6 +38,12 @@ class Amqtt(Broker):
             "ever subscribed to, at QoS 0, before it subscribes to anything, and again on its own "
             "subscription; MQTT-3.3.1-6 says only on a new subscription of its own",
             "the client hands them to the callback like any message, with `c.retained` set"),
+        "offline": Quirk(
+            "retain_set", "sets RETAIN on queued messages",
+            "delivers the messages it kept for a persistent session while the client was away with "
+            "the RETAIN flag set; MQTT-3.3.1-9 says 0 for a message sent because of an established "
+            "subscription",
+            "the client hands them on as the broker sent them, with `c.retained` set"),
         "redelivery": Quirk(
             "lost", "loses unacknowledged messages",
             "loses the QoS 1 and 2 messages it had sent and not seen acknowledged when the connection "

@@ -45,8 +45,8 @@ class RabbitMQ(Broker):
             "qos2_puback", "QoS 2 publish: PUBACK, forwarded at QoS 1",
             "answers a QoS 2 PUBLISH with PUBACK, as for QoS 1, and forwards it at QoS 1; MQTT-4.3.3 says "
             "PUBREC, and exactly once",
-            "today the client ends the connection with ProtocolError (a client fault, test marked xfail): "
-            "publish at QoS 1 to RabbitMQ 3.10"),
+            "the client takes that PUBACK as the end of the flow (the broker has the message at least "
+            "once and would never answer a PUBREL); for exactly once, RabbitMQ 3.10 has no QoS 2"),
         "qos_in": Quirk(
             "max_qos1", "grants QoS 1 for 2",
             "grants QoS 1 to a QoS 2 subscription, so QoS 2 messages arrive at QoS 1 (allowed: a server may "
@@ -66,8 +66,8 @@ class RabbitMQ(Broker):
             "closes", "closes the connection",
             "closes the connection instead of answering SUBACK 0x80 (access_refused in its log); the "
             "standard's answer is the return code 0x80 for that filter (MQTT-3.9.3)",
-            "subscribe() raises the lost connection (OSError); today the client then sends the refused "
-            "filter again on each reconnect and is closed again (a client fault, test marked xfail)"),
+            "subscribe() raises the lost connection (OSError) and forgets the filter, so the next "
+            "connect() does not ask for it again"),
         "dollar": Quirk(
             "no_sys", "no $SYS",
             "publishes no $SYS topics (allowed: $SYS is not part of MQTT 3.1.1)",
