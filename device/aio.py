@@ -22,8 +22,7 @@ class AsyncClient(Session):
     its acknowledgement waits across reconnects (up to `timeout`)."""
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0, ssl=None, **options):
-        Session.__init__(self, client_id, keepalive, **options)
-        self.set_login(user, password)
+        Session.__init__(self, client_id, keepalive, True, user, password, **options)
         self.server = server
         self.port = port or (8883 if ssl else 1883)
         self.ssl = ssl
@@ -49,6 +48,8 @@ class AsyncClient(Session):
         except Exception as e:
             if self._w is not None:
                 await self._shutdown(e)  # nothing left open
+            else:
+                self.lost(ticks_ms(), None)  # it never opened
             raise
         return 1 if self.session_present else 0
 
@@ -72,7 +73,7 @@ class AsyncClient(Session):
         try:
             await self._until(lambda: self.sub_result(pid) >= 0)
         except Exception:
-            self.sub_drop(pid)
+            self.forget(pid)
             raise
         rc = self.sub_result(pid)
         if rc & 0x80:
@@ -82,7 +83,7 @@ class AsyncClient(Session):
     async def unsubscribe(self, topic):
         pid = Session.unsubscribe(self, topic)
         await self._flush()
-        await self._until(lambda: not self.sub_pending(pid))
+        await self._until(lambda: self.sub_result(pid) >= 0)
 
     async def disconnect(self):
         self._closing = True
@@ -97,7 +98,7 @@ class AsyncClient(Session):
     # ---- the connection
 
     async def _open(self):
-        self.connect_packet()  # what MQTT refuses raises here (ValueError), before anything opens
+        n = self.start(ticks_ms())  # what MQTT refuses raises here (ValueError), before anything opens
         if self.ssl:
             r, w = await asyncio.open_connection(self.server, self.port, ssl=self.ssl,
                                                  server_hostname=self.server)
@@ -106,7 +107,8 @@ class AsyncClient(Session):
         self._r, self._w = r, w
         self._error = None
         self.eof = False
-        self.start(ticks_ms())
+        self.last_out = ticks_ms()  # the CONNACK deadline runs from here
+        w.write(bytes(self.tx[:n]))  # CONNECT first
         self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._pinger()))
         await self._flush()
         await self._until(lambda: self.state != CONNECTING, True)
@@ -124,13 +126,15 @@ class AsyncClient(Session):
                     await self._open()
                     if self.state == CONNECTED:
                         return
+                    why = self._error or NotConnected(say("not_conn"))  # lost before CONNACK
                 except Exception as e:
-                    if self._next < 0:  # lost() was not asked yet (say, the TCP connect failed)
-                        try:
-                            self._next = self.lost(ticks_ms(), e)
-                        except Exception as e:
-                            self._fatal = e
-                if self._fatal is not None or self._next < 0:
+                    why = e
+                if self._next < 0:  # lost() was not asked yet (say, the TCP connect failed)
+                    try:
+                        self._next = self.lost(ticks_ms(), why)
+                    except Exception as e:
+                        self._fatal = e
+                if self._fatal is not None:
                     return
                 wait = self._next
         finally:
@@ -181,17 +185,18 @@ class AsyncClient(Session):
                 await self._shutdown(e)
 
     async def _reader(self):
+        r = self._r
         try:
-            while True:
+            while self._r is r:  # until this link is shut down
                 if not self.room():
                     await self._flush()  # the acks waiting go out before more is taken
                     self.received(0, ticks_ms())
                     continue
                 buf = self.rx()
-                if hasattr(self._r, "readinto"):
-                    n = await self._r.readinto(buf)
+                if hasattr(r, "readinto"):
+                    n = await r.readinto(buf)
                 else:
-                    data = await self._r.read(len(buf))
+                    data = await r.read(len(buf))
                     n = len(data)
                     buf[:n] = data
                 if not n:

@@ -26,8 +26,7 @@ class MQTTClient(Session):
 
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0, ssl=None,
                  ssl_params=None, **options):
-        Session.__init__(self, client_id, keepalive, **options)
-        self.set_login(user, password)
+        Session.__init__(self, client_id, keepalive, True, user, password, **options)
         self.server = server
         self.port = port or (8883 if ssl else 1883)
         self.ssl = ssl
@@ -50,10 +49,8 @@ class MQTTClient(Session):
         try:
             return self._connect(clean_session, timeout)
         except Exception as e:
-            if self.sock:
-                self._close()
-                self.lost(ticks_ms(), e, False)  # raises e
-            raise
+            self._close()
+            self.lost(ticks_ms(), e, False)  # raises e
         finally:
             self._own = False
 
@@ -68,7 +65,7 @@ class MQTTClient(Session):
                 self.lost(ticks_ms(), None)
 
     def ping(self):
-        Session.ping(self)
+        self._ping_at = -2  # a PINGREQ is due
         self._write()
 
     def publish(self, topic, msg, retain=False, qos=0, *, block=True):
@@ -122,7 +119,7 @@ class MQTTClient(Session):
         try:
             self._wait(4, pid, self.timeout_ms)
         except Exception:
-            self.sub_drop(pid)  # it failed and the program knows: not made again behind its back
+            self.forget(pid)  # it failed and the program knows: not made again behind its back
             raise
         rc = self.sub_result(pid)
         if rc & 0x80:
@@ -130,7 +127,7 @@ class MQTTClient(Session):
         return rc
 
     def unsubscribe(self, topic):
-        self._wait(5, Session.unsubscribe(self, topic), self.timeout_ms)
+        self._wait(4, Session.unsubscribe(self, topic), self.timeout_ms)
 
     def wait_msg(self):
         """Block until one packet arrives and is handled -> its first byte (umqtt's way).
@@ -158,7 +155,7 @@ class MQTTClient(Session):
     def _connect(self, clean_session, timeout=None):
         self._close()
         self.clean_session = clean_session
-        self.connect_packet()  # what MQTT refuses raises here (ValueError), before anything opens
+        n = self.start(ticks_ms())  # what MQTT refuses raises here (ValueError), before anything opens
         t = self.timeout_ms if timeout is None else int(timeout * 1000)
         addr = socket.getaddrinfo(self.server, self.port)[0][-1]
         sock = socket.socket()
@@ -178,7 +175,8 @@ class MQTTClient(Session):
             sock.close()
             raise
         self.sock = sock
-        self._txo = self._txn = 0
+        self._txo = 0
+        self._txn = n  # CONNECT goes first
         self.eof = False
         self._poll = select.poll()
         self._poll.register(sock, _POLLIN)
@@ -191,7 +189,7 @@ class MQTTClient(Session):
         else:
             self._recv = sock.readinto
             self._send = sock.write
-        self.start(ticks_ms())
+        self.last_out = ticks_ms()  # the CONNACK deadline runs from here
         self._wait(0, 0, t)
         return 1 if self.session_present else 0
 
@@ -261,7 +259,7 @@ class MQTTClient(Session):
                    self.state == DISCONNECTED and self._txo >= self._txn if until == 1 else
                    not self.in_flight(arg) if until == 2 else
                    self.sock is None or not self._queued and self._txo >= self._txn if until == 3 else
-                   self.sub_result(arg) >= 0 if until == 4 else not self.sub_pending(arg)):
+                   self.sub_result(arg) >= 0):
             left = timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
                 raise Timeout(say("timeout", timeout_ms))

@@ -9,14 +9,8 @@ class MQTTException(Exception):
 
 
 class ConnectRefused(MQTTException):
-    """CONNACK refused the connection: .code is the return code (also args[0], as in
-    umqtt.simple's MQTTException); args[1] names it."""
-
-    def __init__(self, code):
-        from .codec.reasons import CONNACK_REASONS
-
-        super().__init__(code, say("refused", CONNACK_REASONS[code], code))
-        self.code = code
+    """CONNACK refused the connection: args[0] is the return code (as in umqtt.simple's
+    MQTTException), args[1] says what it means."""
 
     def __str__(self):
         return self.args[1]

@@ -1,12 +1,13 @@
-# QoS 2, both ways: loaded by the first call that declares it (a QoS 2 publish or
-# subscribe, a persistent session, a store), never by a packet's arrival.
+# QoS 2 flows beyond the core's: loaded by the first call that needs them (a QoS 2 publish
+# or subscription, a persistent session, a store), never by a packet's arrival.
 #
 # Outbound (§4.3.3): PUBLISH -> PUBREC: the slot is RECEIVED (the broker has it; on flash
 # the record's AWAIT_REC bit is cleared, so a restart sends PUBREL, not the PUBLISH)
 # and PUBREL is due -> PUBCOMP completes it.
-# Inbound, MQTT's "method B": a message is delivered when it arrives and only its packet
-# id is kept until PUBREL, so a repeat (after a reconnect) is answered with PUBREC and
-# never delivered twice (MQTT-4.3.3-2). The ids go into a table of _N (with their store
+# Inbound, MQTT's "method B" (the core delivers a message when it arrives and sends
+# PUBREC): only its packet id is kept until PUBREL, so a repeat is answered with PUBREC
+# and never delivered twice (MQTT-4.3.3-2), on this connection and, with a kept session,
+# the next. The ids go into a table of _N (with their store
 # handles), which holds what a broker's usual window sends; past it, into a bitmap of all
 # 65535 ids in 16 parts of 512 bytes, made when first needed and dropped when empty: any
 # number a conforming broker may send is taken, in at most 8 KB.

@@ -29,7 +29,6 @@ pong_body  .             PINGRESP with a body
 unexpected .             unexpected %T from the broker
 half_pkt   .             a packet stopped arriving half-way: nothing more for %d ms
 rx_mem     .             no memory to keep the id of inbound QoS 2 message %d until PUBREL; not acknowledged, so the broker delivers it again
-qos2_in    MQTT-3.8.4-6 a QoS 2 message, but no subscription asked for QoS 2
 suback_cnt MQTT-3.8.4-5 SUBACK with %d return codes for a SUBSCRIBE of one topic filter
 stray_ack  .             %T for packet id %d, which is not awaiting one
 acks_full  .             too many acknowledgements waiting to be written

@@ -41,7 +41,7 @@ def went_down(s, now):
 
 def retry(s, why):
     """-> ms to wait before the next attempt; raises when there will be none."""
-    if isinstance(why, ConnectRefused) and why.code != 3:
+    if isinstance(why, ConnectRefused) and why.args[0] != 3:
         s.reconnect = False
         raise why
     if s._kicks_max and s._kicks >= s._kicks_max:

@@ -4,20 +4,21 @@
 # scripted brokers all drive this one core. Every table is allocated here, once.
 #
 # How an I/O loop drives it:
-#   start(now)              a transport is open: CONNECT is due
-#   rx() / received(n, now) the buffer to read into / n bytes went into it: every whole
-#                           packet is acted on while room() holds (room for its ack)
-#   pack(now) / wrote(now)  the next packet due, packed into tx (0: nothing) / written
-#   tick(now)               deadlines -> ms until the next one; raises on a dead link
-#   lost(now, why)          the transport is gone -> ms to wait before reconnecting by
-#                           itself (reconnect=True), or the reason is raised
+#   start(now) -> n        CONNECT packed into tx[:n] (what MQTT refuses raises ValueError
+#                          here, before the loop opens anything); write it first
+#   rx() / received(n, now)  the buffer to read into / n bytes went into it: every whole
+#                          packet is acted on while room() holds (room for its ack)
+#   pack(now) / wrote(now) the next packet due, packed into tx (0: none) / written
+#   tick(now)              deadlines -> ms until the next one; raises on a dead link
+#   lost(now, why)         the transport is gone -> ms to wait before reconnecting by
+#                          itself (reconnect=True), or the reason is raised
 #
 # The connection, by what is true now:
 #   DISCONNECTED  no transport                    -> start(): CONNECTING
-#   CONNECTING    transport open, no CONNACK yet  -> CONNACK 0: CONNECTED; a refusal:
+#   CONNECTING    CONNECT is out, no CONNACK yet  -> CONNACK 0: CONNECTED; a refusal:
 #                                                    DISCONNECTED, ConnectRefused raised
 #   CONNECTED     the broker accepted the session -> disconnect(): CLOSING
-#   CLOSING       DISCONNECT is due, nothing else -> DISCONNECT written: DISCONNECTED
+#   CLOSING       DISCONNECT is due, nothing else -> DISCONNECT packed: DISCONNECTED
 #   lost() takes any of them to DISCONNECTED.
 #
 # An outbound message lives in a slot of a ring, in the order publish() took it:
@@ -28,11 +29,11 @@
 #   After a CONNACK, WRITTEN and RECEIVED slots are discarded (on_discarded) on a clean
 #   session and written again on a kept one (RESEND: PUBLISH with DUP, or PUBREL once
 #   RECEIVED, MQTT-4.3.3-1); QUEUED ones wait either way. At most max_inflight slots are
-#   WRITTEN or RECEIVED (the window). The cursor (_c) is the first slot not yet
-#   written; the head (_h) the oldest slot in use. Slots complete out of order, so a
-#   ring full of gaps is closed up (_compact) before the queue is called full.
-#   With a store, QoS 1/2 messages wait in it (flash) and take a slot when the window
-#   does; the slot then holds the record's handle (_t is None, _m the handle).
+#   WRITTEN or RECEIVED (the window). The cursor (_c) is the first slot not yet written;
+#   the head (_h) the oldest in use. Slots complete out of order, so a ring full of gaps
+#   is closed up (_compact) before the queue is called full. With a store, QoS 1/2
+#   messages wait in it (flash) and take a slot when the window does; the slot then holds
+#   the record's handle (_t is None, _m the handle).
 #
 # Features a program may not use live in modules loaded by the call that needs them,
 # never by a packet's arrival: qos2.py (publish or subscribe at QoS 2, a persistent
@@ -62,66 +63,62 @@ _RECEIVED = const(24)
 _STATE = const(24)
 _RESEND = const(32)  # WRITTEN or RECEIVED, to be written again on this connection
 
-# a subscription's state
-_S_FREE = const(0)
+# a subscription's state: ACTIVE + the QoS granted once SUBACK came; a refused one keeps
+# SUBACK's 0x80 (sub_result tells it) until the entry is reused
 _S_SUB = const(1)  # SUBSCRIBE due
 _S_SUBACK = const(2)  # SUBSCRIBE written, awaiting SUBACK
-_S_ACTIVE = const(3)
-_S_UNSUB = const(4)  # UNSUBSCRIBE due
-_S_UNSUBACK = const(5)
+_S_UNSUB = const(3)  # UNSUBSCRIBE due
+_S_UNSUBACK = const(4)
+_S_ACTIVE = const(5)
 
 _DELTA = const(100)  # ms of slack on keepalive checks, as Paho
+_PING_DUE = const(-2)  # _ping_at: a PINGREQ is due (-1: none out; else when it was written)
 
 
 class Session:
-    def __init__(self, client_id, keepalive=0, clean_session=True, *, max_inflight=10, queue_size=16,
-                 max_packet=1024, max_subscriptions=8, drop_oldest=False, timeout=10, reconnect=False,
-                 backoff_min=1, backoff_max=128, takeover_kicks=3, store=None):
+    def __init__(self, client_id, keepalive=0, clean_session=True, user=None, password=None, *,
+                 max_inflight=10, queue_size=16, max_packet=1024, max_subscriptions=8, drop_oldest=False,
+                 timeout=10, reconnect=False, backoff_min=1, backoff_max=128, takeover_kicks=3, store=None):
         if max_inflight < 1 or queue_size < max_inflight:
             raise ValueError(say("inflight_q"))
-        self.client_id = client_id.encode() if isinstance(client_id, str) else client_id
+        if password is not None and user is None:
+            raise ValueError(say("pw_no_user"))
+        self.client_id = _bytes(client_id)
+        self.username = _bytes(user)
+        self.password = _bytes(password)
         self.keepalive = keepalive
         self.clean_session = clean_session
         self.max_inflight = max_inflight
         self.drop_oldest = drop_oldest
         self.timeout_ms = int(timeout * 1000)
         self.will = None  # (topic, msg, qos, retain)
-        self.username = self.password = None
         self.tx = bytearray(max_packet)
         self._rb = bytearray(max_packet)  # received bytes; packets are handled where they lie
         self._rmv = memoryview(self._rb)
         self._rp = self._re = 0  # the unhandled bytes are _rb[_rp:_re]
-        self._rx_at = 0  # when bytes last arrived
         self._pub_topic = None  # the last topic publish() checked (bytes: checked for good)
         self._rx_topic = None  # the last topic received, handed on again while it repeats
-        n = queue_size
-        self._qn = queue_size
-        if store is not None:
-            n += max_inflight  # slots for the window's stored messages
+        n = queue_size + (max_inflight if store is not None else 0)  # the window's stored messages
         self._t = [None] * n  # topic, or None for a stored message
         self._m = [None] * n  # payload, or the stored record's handle
         self._p = [0] * n  # packet id
         self._f = bytearray(n)  # flags
-        self._h = self._n = self._c = 0  # head, slots in use from it, cursor (offsets from it)
-        self._queued = 0  # QUEUED
-        self.inflight = 0  # WRITTEN or RECEIVED
-        self.dropped = 0  # QoS 0 messages dropped for room (drop_oldest)
+        self._h = self._n = self._c = 0  # head; slots in use from it; cursor (offset from it)
+        self._queued = self.inflight = self.dropped = 0
         # acks, PUBREL, SUBSCRIBE, UNSUBSCRIBE due, in order: type << 16 | packet id (or a
         # subscription's index). A received packet is taken only while 8 more fit (room()).
         self._fl = [0] * (max_subscriptions + 8)
         self._fh = self._fc = 0
         m = max_subscriptions
-        self._sf = [None] * m  # filter
-        self._sq = bytearray(m)  # QoS asked for
-        self._sg = bytearray(m)  # SUBACK's return code
-        self._ss = bytearray(m)  # state
+        self._sf = [None] * m  # filter (None: a free entry)
+        self._sq = bytearray(m)  # the QoS asked for
+        self._ss = bytearray(m)  # state, or SUBACK's return code 0x80 (refused)
         self._sp = [0] * m  # packet id of the SUBSCRIBE / UNSUBSCRIBE
         self._last_pid = 0
         self.state = DISCONNECTED
         self.session_present = False
-        self._connect_due = self._ping_due = False
-        self._ping_at = -1  # when the unanswered PINGREQ was written, -1: none
-        self.last_in = self.last_out = 0
+        self._ping_at = -1
+        self.last_in = self.last_out = 0  # when bytes last arrived / a packet was written
         self._up_at = -1  # when the last CONNACK came, -1: never
         self._handled = 0  # packets handled, and the first byte of the last one
         self._op = None
@@ -132,9 +129,7 @@ class Session:
         # on_delivered(pid), on_discarded(topic, msg, qos), on_reconnect(attempt, delay_ms).
         self.on_connect = self.on_disconnect = self.on_delivered = None
         self.on_discarded = self.on_reconnect = None
-        self._q2 = None  # the feature modules, once loaded
-        self._rc = None
-        self.store = None
+        self._q2 = self._rc = self.store = None  # the feature modules, once loaded
         self.reconnect = reconnect
         if reconnect:
             from . import reconnect as rc
@@ -152,18 +147,12 @@ class Session:
         self.cb = f
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
+        topic = _bytes(topic)
         if qos < 0 or qos > 2:
             raise ValueError(say("qos"))
-        topic = _bytes(topic)
         if not topic:
             raise ValueError(say("will_topic"))
         self.will = (topic, _bytes(msg), qos, bool(retain))
-
-    def set_login(self, user, password):
-        if password is not None and user is None:
-            raise ValueError(say("pw_no_user"))
-        self.username = _bytes(user)
-        self.password = _bytes(password)
 
     def publish(self, topic, msg, qos=0, retain=False):
         """Accept a message -> its packet id (0 for QoS 0). A bytes topic and msg are held by
@@ -185,9 +174,10 @@ class Session:
             pid = self._new_pid()
             self.store.add(topic, msg, qos, retain, pid)
             return pid
-        # queue_size bounds the messages RAM holds: with a store, the QoS 0 ones
+        # queue_size bounds the messages RAM holds (with a store, the QoS 0 ones)
+        full = len(self._f) - (self.max_inflight if self.store is not None else 0)
         used = self._queued + (self.inflight if self.store is None else 0)
-        if used >= self._qn and not (self.drop_oldest and self._drop()):
+        if used >= full and not (self.drop_oldest and self._drop()):
             raise QueueFull(say("queue_full", used))
         if self._n == len(self._f):
             self._compact()
@@ -205,7 +195,7 @@ class Session:
         """A QoS 0 message packed straight into tx when nothing is due before it -> its
         length, or 0: then publish() queues it. For a caller whose tx is idle; it writes
         the packet at once (a sensor loop's usual path: no queue, no allocation)."""
-        if (self.state != CONNECTED or self._c != self._n or self._fc or self._ping_due
+        if (self.state != CONNECTED or self._c != self._n or self._fc or self._ping_at == _PING_DUE
                 or type(topic) is not bytes or len(topic) + len(msg) + 7 > len(self.tx)):
             return 0  # publish() queues it, copies the topic, or refuses it with its reason
         if topic is not self._pub_topic:
@@ -213,7 +203,7 @@ class Session:
             self._pub_topic = topic
         return wire.put_publish(self.tx, topic, msg, 0, retain, False, 0)
 
-    def subscribe(self, topic_filter, qos=0):
+    def subscribe(self, topic_filter, qos=0, state=_S_SUB):
         """Queue a SUBSCRIBE -> its packet id (sub_result(pid) tells the outcome)."""
         topic_filter = _bytes(topic_filter)
         check_filter(topic_filter)
@@ -221,45 +211,43 @@ class Session:
             raise ValueError(say("qos"))
         if qos == 2:
             self.need_qos2()
-        i = self._sub(topic_filter)
-        self._sq[i] = qos
-        return self._sub_queue(i, _S_SUB)
+        free = -1
+        for i in range(len(self._sf)):  # the filter's entry, else a free one
+            f = self._sf[i]
+            if f == topic_filter:
+                break
+            if (f is None or self._ss[i] & 0x80) and free < 0:
+                free = i
+        else:
+            if free < 0:
+                raise MQTTException(say("subs_full", len(self._sf)))
+            i = free
+            self._sf[i] = topic_filter
+        if state == _S_SUB:
+            self._sq[i] = qos
+        return self._sub_queue(i, state)
 
     def unsubscribe(self, topic_filter):
-        topic_filter = _bytes(topic_filter)
-        check_filter(topic_filter)
-        return self._sub_queue(self._sub(topic_filter), _S_UNSUB)
+        """Queue an UNSUBSCRIBE -> its packet id (sub_result(pid) is -1 until UNSUBACK)."""
+        return Session.subscribe(self, topic_filter, 0, _S_UNSUB)
 
     def sub_result(self, pid):
-        """-1 while the SUBSCRIBE with this packet id awaits its SUBACK, then its return
-        code (the QoS granted, or 0x80: refused)."""
-        for i in range(len(self._ss)):
-            if self._sp[i] == pid:
+        """-1 while the SUBSCRIBE or UNSUBSCRIBE with this packet id awaits its ack, then the
+        QoS granted (0x80: refused; 0 for UNSUBSCRIBE)."""
+        for i in range(len(self._sf)):
+            if self._sp[i] == pid and self._sf[i] is not None:
                 s = self._ss[i]
-                return -1 if s == _S_SUB or s == _S_SUBACK else self._sg[i]
-        return 0x80
+                return -1 if s < _S_ACTIVE else s if s & 0x80 else s - _S_ACTIVE
+        return 0
 
-    def sub_pending(self, pid):
-        """True while a SUBSCRIBE or UNSUBSCRIBE with this packet id awaits its ack."""
-        for i in range(len(self._ss)):
+    def forget(self, pid=0):
+        """Drop every subscription without telling the broker (a clean start), or with a
+        packet id only the one whose SUBSCRIBE the program was told failed: neither is made
+        again behind the program's back."""
+        for i in range(len(self._sf)):
             s = self._ss[i]
-            if self._sp[i] == pid and s != _S_FREE and s != _S_ACTIVE:
-                return True
-        return False
-
-    def sub_drop(self, pid):
-        """Forget the subscription whose SUBSCRIBE the program was told failed: it is not
-        made again behind the program's back."""
-        for i in range(len(self._ss)):
-            if self._sp[i] == pid and self._ss[i] != _S_ACTIVE:
-                self._ss[i] = _S_FREE
+            if not pid or self._sp[i] == pid and (s < _S_ACTIVE or s & 0x80):
                 self._sf[i] = None
-
-    def forget(self):
-        """Drop every subscription without telling the broker (a clean start)."""
-        for i in range(len(self._ss)):
-            self._ss[i] = _S_FREE
-            self._sf[i] = None
 
     def need_qos2(self):
         """Load QoS 2 (qos2.py): for a call that declares it, never for a packet."""
@@ -277,42 +265,32 @@ class Session:
                 return True
         return self.store is not None and self.store.in_backlog(pid)
 
-    def ping(self):
-        self._ping_due = True
+    @property
+    def pending(self):
+        """Messages accepted and not yet complete: queued, in the store, in flight."""
+        return self._queued + self.inflight + (self.store.backlog if self.store is not None else 0)
 
     def disconnect(self):
         """Queue DISCONNECT; once it is written, close the transport."""
         if self.state == CONNECTED:
             self.state = CLOSING
 
-    @property
-    def pending(self):
-        """Messages accepted and not yet complete: queued, in the store, in flight."""
-        return self._queued + self.inflight + (self.store.backlog if self.store is not None else 0)
-
     def is_connected(self):
         return self.state == CONNECTED
 
     # ---- the I/O loop's calls
 
-    def connect_packet(self):
-        """CONNECT packed into tx -> its length. Raises CodecError (a ValueError) for what
-        MQTT refuses (an empty client id without a clean session, a will topic with a
-        wildcard, ...): the I/O loop calls it before opening anything."""
-        w = self.will or (None, None, 0, False)
-        return wire.pack_connect(self.tx, self.client_id, self.clean_session, self.keepalive,
-                                 w[0], w[1], w[2], w[3], self.username, self.password)
-
     def start(self, now):
         if not self.clean_session:
             self.need_qos2()  # the session kept may hold QoS 2 flows either way
+        w = self.will or (None, None, 0, False)
+        n = wire.pack_connect(self.tx, self.client_id, self.clean_session, self.keepalive, w[0], w[1], w[2],
+                              w[3], self.username, self.password)
         self.state = CONNECTING
-        self._connect_due = True
-        self._ping_due = False
         self._ping_at = -1
-        self._fh = self._fc = 0
-        self._rp = self._re = 0
-        self.last_in = self.last_out = self._rx_at = now
+        self._fh = self._fc = self._rp = self._re = 0
+        self.last_in = self.last_out = now
+        return n
 
     def lost(self, now, why, retry=True):
         """The transport is gone (why: the exception, None for a close the program asked
@@ -320,13 +298,11 @@ class Session:
         always with retry=False: the program's own connect() failed)."""
         was = self.state
         self.state = DISCONNECTED
-        self._fc = 0
-        self._ping_due = False
+        self._fc = self._rp = self._re = 0
         self._ping_at = -1
-        self._rp = self._re = 0
         if was == CONNECTED and self._rc:
             self._rc.went_down(self, now)
-        if was and self.on_disconnect:
+        if was >= CONNECTED and self.on_disconnect:  # a link that was up went down
             self.on_disconnect(why)
         if why is None:
             return 0
@@ -342,7 +318,7 @@ class Session:
             self._rp = self._re = 0
             return self._rmv
         if p:
-            self._rb[:e - p] = self._rmv[p:e]
+            self._rb[: e - p] = self._rmv[p:e]
             self._rp = 0
             self._re = e = e - p
         return self._rmv[e:]
@@ -352,7 +328,7 @@ class Session:
         (received(0, now) goes on after the acks were written)."""
         if n:
             self._re += n
-            self._rx_at = now
+            self.last_in = now
         b = self._rb
         while self.room():
             p = self._rp
@@ -363,14 +339,11 @@ class Session:
                 x = wire.frame(b, p, e, len(b))
             except CodecError as err:
                 raise ProtocolError(say("malformed", err))
-            if x < 0:
-                return
             i = p + (x & 7)
             n = x >> 3
-            if i + n > e:
+            if x < 0 or i + n > e:
                 return
             self._rp = i + n  # before acting: a callback may run the loop again
-            self.last_in = now
             self._handled += 1  # wait_msg() and check_msg() tell by these
             self._op = b[p]
             self._handle(b[p], i, n)
@@ -384,34 +357,28 @@ class Session:
             k = min(len(v), len(data) - i)
             if not k:
                 raise ProtocolError(say("acks_full"))
-            v[:k] = data[i:i + k]
+            v[:k] = data[i : i + k]
             i += k
             self.received(k, now)
 
     def room(self):
-        """True while a received packet can be taken: its ack fits. While false the I/O
-        loop reads no more until the acks are written (backpressure), so a burst of any
-        length is taken, never refused."""
-        return self._fc < len(self._fl) - len(self._ss)
+        """True while a received packet can be taken: its ack fits. While false the I/O loop
+        reads no more until the acks are written (backpressure), so a burst of any length
+        is taken, never refused."""
+        return self._fc < len(self._fl) - len(self._sf)
 
     def pack(self, now):
         """The next packet due, packed into tx -> its length, 0 if none. Order (Paho):
-        CONNECT; DISCONNECT, PINGREQ, acks and subscriptions, then messages in order:
-        resends after a reconnect, then new ones within the window."""
+        DISCONNECT, PINGREQ, acks and subscriptions, then messages in order: resends after
+        a reconnect, then new ones within the window."""
         st = self.state
         tx = self.tx
-        if st == CONNECTING:
-            if self._connect_due:
-                self._connect_due = False
-                return self.connect_packet()
-            return 0
-        if st == DISCONNECTED:
-            return 0
         if st == CLOSING:
             self.state = DISCONNECTED
             return wire.pack_empty(tx, wire.DISCONNECT)
-        if self._ping_due:
-            self._ping_due = False
+        if st != CONNECTED:
+            return 0
+        if self._ping_at == _PING_DUE:
             self._ping_at = now
             return wire.pack_empty(tx, wire.PINGREQ)
         while self._fc:
@@ -420,37 +387,35 @@ class Session:
             self._fc -= 1
             t = f >> 16
             i = f & 0xFFFF
-            if t == wire.SUBSCRIBE:
-                if self._ss[i] == _S_SUB:  # else superseded by a later call
-                    self._ss[i] = _S_SUBACK
-                    return wire.pack_subscribe(tx, self._sp[i], ((self._sf[i], self._sq[i]),))
-            elif t == wire.UNSUBSCRIBE:
-                if self._ss[i] == _S_UNSUB:
-                    self._ss[i] = _S_UNSUBACK
+            if t == wire.SUBSCRIBE or t == wire.UNSUBSCRIBE:
+                if self._ss[i] == (_S_SUB if t == wire.SUBSCRIBE else _S_UNSUB):  # else superseded
+                    self._ss[i] += 1  # the ack is awaited
+                    if t == wire.SUBSCRIBE:
+                        return wire.pack_subscribe(tx, self._sp[i], ((self._sf[i], self._sq[i]),))
                     return wire.pack_unsubscribe(tx, self._sp[i], (self._sf[i],))
             else:
                 return wire.pack_ack(tx, t, i)
         while self._c < self._n:
             s = self._slot(self._c)
             f = self._f[s]
-            qos = f & 3
             if f & _RESEND:
-                self._f[s] = f & ~_RESEND
+                self._f[s] = f ^ _RESEND
                 self._c += 1
                 if f & _STATE == _RECEIVED:
                     return wire.pack_ack(tx, wire.PUBREL, self._p[s])
                 return self._put(s, f, True)
             if f & _STATE == _QUEUED:
-                if qos and self.inflight >= self.max_inflight:
+                if f & 3 and self.inflight >= self.max_inflight:
                     return 0
                 n = self._put(s, f, False)
                 self._queued -= 1
                 self._c += 1
-                if qos:
+                if f & 3:
                     self._f[s] = f ^ (_QUEUED | _WRITTEN)
                     self.inflight += 1
                 else:
-                    self._free(s)
+                    self._release(s)
+                    self._advance()
                 return n
             self._c += 1
         if self.store is not None and self.inflight < self.max_inflight:
@@ -458,7 +423,7 @@ class Session:
         return 0
 
     def wrote(self, now):
-        """The packet from pack() is written."""
+        """The packet from pack() (or start()) is written."""
         self.last_out = now
 
     def tick(self, now):
@@ -475,7 +440,7 @@ class Session:
         if self._rp != self._re and self.room():
             # A packet begun is finished within the timeout, keepalive or not: a link that
             # stops half-way through one is dead (waiting for the next packet may be endless).
-            wait = self.timeout_ms - ticks_diff(now, self._rx_at)
+            wait = self.timeout_ms - ticks_diff(now, self.last_in)
             if wait <= 0:
                 raise MQTTException(say("half_pkt", self.timeout_ms))
         if not self.keepalive:
@@ -492,7 +457,7 @@ class Session:
             raise MQTTException(say("stalled", self.keepalive))
         idle = max(out, ticks_diff(now, self.last_in))
         if idle >= k - _DELTA:
-            self._ping_due = True
+            self._ping_at = _PING_DUE
             return 1
         return min(wait, k - _DELTA - idle)
 
@@ -507,7 +472,7 @@ class Session:
             c = self._check(wire.connack_code, i, n)
             if c & 255:
                 self.state = DISCONNECTED
-                raise ConnectRefused(c & 255)
+                raise ConnectRefused(c & 255, say("refused", _reason(c & 255), c & 255))
             self._connected(c >> 8)
         elif t == wire.PUBLISH:
             self._publish_in(first, i, n)
@@ -519,16 +484,7 @@ class Session:
             pid = self._check(wire.suback_check, i, n)
             if n != 3:  # one return code per filter, and a SUBSCRIBE carries one (MQTT-3.8.4-5)
                 raise ProtocolError(say("suback_cnt", n - 2))
-            for k in range(len(self._ss)):
-                if self._ss[k] == _S_SUBACK and self._sp[k] == pid:
-                    rc = b[i + 2]
-                    self._sg[k] = rc
-                    if rc & 0x80:
-                        self._ss[k] = _S_FREE
-                        self._sf[k] = None
-                    else:
-                        self._ss[k] = _S_ACTIVE
-                    self._wake()
+            self._acked(pid, _S_SUBACK, b[i + 2])
         elif t > wire.PUBCOMP and t != wire.UNSUBACK or t < wire.PUBACK:
             raise ProtocolError(say("unexpected", t))  # CONNACK again, or a client's packet
         else:  # an ack: PUBACK, PUBREC, PUBREL, PUBCOMP, UNSUBACK
@@ -538,11 +494,7 @@ class Session:
             if t == wire.PUBACK:
                 self._complete(pid, t)
             elif t == wire.UNSUBACK:
-                for k in range(len(self._ss)):
-                    if self._ss[k] == _S_UNSUBACK and self._sp[k] == pid:
-                        self._ss[k] = _S_FREE
-                        self._sf[k] = None
-                        self._wake()
+                self._acked(pid, _S_UNSUBACK, 0)
             elif self._q2:
                 self._q2.ack(self, t, pid)
             elif t == wire.PUBREC:  # not a message of ours: answer so the broker can finish
@@ -553,12 +505,22 @@ class Session:
                 raise ProtocolError(say("stray_ack", t, pid))
 
     def _check(self, f, i, n, *a):
-        # a codec parser on the body b[i:i+n] (a view: these packets are rare), its error
-        # a ProtocolError
+        # a codec parser on the body _rb[i:i+n] (a view: these packets are rare), its error a
+        # ProtocolError
         try:
-            return f(*(a + (self._rmv[i:i + n], n)))
+            return f(*(a + (self._rmv[i : i + n], n)))
         except CodecError as e:
             raise ProtocolError(say("malformed", e))
+
+    def _acked(self, pid, state, rc):
+        # SUBACK (its return code rc) or UNSUBACK, for the entry awaiting it
+        for k in range(len(self._sf)):
+            if self._ss[k] == state and self._sp[k] == pid and self._sf[k] is not None:
+                if state == _S_UNSUBACK:
+                    self._sf[k] = None
+                else:
+                    self._ss[k] = rc if rc & 0x80 else _S_ACTIVE + rc
+                self._wake()
 
     def _publish_in(self, first, i, n):
         b = self._rb
@@ -570,23 +532,23 @@ class Session:
         if ps > e or te == i + 2 or (qos and not pid):
             self._check(wire.publish_fields, i, n, first)  # raises what is wrong with it
         topic = self._rx_topic
-        if topic is None or len(topic) != te - i - 2 or self._rmv[i + 2:te] != topic:
+        if topic is None or len(topic) != te - i - 2 or self._rmv[i + 2 : te] != topic:
             # another topic than the last: copied and checked (a device hears a few topics
             # over and over, so most messages skip both)
-            topic = bytes(self._rmv[i + 2:te])
+            topic = bytes(self._rmv[i + 2 : te])
             try:
                 wire.check_pub_topic(topic, 0, te - i - 2)
             except CodecError as err:
                 raise ProtocolError(say("malformed", err))
             self._rx_topic = topic
-        if qos == 2:
-            if self._q2 is None:  # never subscribed at QoS 2 (MQTT-3.8.4-6)
-                raise ProtocolError(say("qos2_in"))
-            if self._q2.take(self, pid):
-                # a repeat of one delivered and not yet released: answered, never delivered
-                # twice (MQTT-4.3.3-2)
-                self._flow(wire.PUBREC, pid)
-                return
+        # Exactly once (MQTT-4.3.3-2): the ids of QoS 2 messages delivered are kept until
+        # their PUBREL, so that a repeat is answered and not delivered again (qos2.py, loaded
+        # by a subscription at QoS 2 or a kept session). A broker that sends QoS 2 to a
+        # session that never asked for it (aedes) breaks MQTT-3.8.4-6: its messages are
+        # delivered and answered all the same, without the table.
+        if qos == 2 and self._q2 and self._q2.take(self, pid):
+            self._flow(wire.PUBREC, pid)  # a repeat of one delivered and not yet released
+            return
         msg = bytes(self._rmv[ps:e])
         if qos:
             self._flow(wire.PUBACK if qos == 1 else wire.PUBREC, pid)
@@ -601,10 +563,10 @@ class Session:
         except Exception:
             if qos and self._fc == k:
                 self._fc -= 1
-            if qos == 2:
+            if qos == 2 and self._q2:
                 self._q2.forget(self, pid)
             raise
-        if qos == 2:
+        if qos == 2 and self._q2:
             self._q2.delivered(self, pid)
 
     def _connected(self, present):
@@ -620,40 +582,42 @@ class Session:
             if f & _STATE > _QUEUED:
                 if self.clean_session:
                     if self.on_discarded:
-                        t, m = (self._t[s], self._m[s]) if self._t[s] is not None else \
-                            self.store.message(self._m[s])
+                        st = self._t[s] is None
+                        t, m = self.store.message(self._m[s]) if st else (self._t[s], self._m[s])
                         self.on_discarded(t, m, f & 3)
-                    self._done(s)
+                    self._release(s)
                 else:
                     self._f[s] = f | _RESEND
         self._c = 0
         self._advance()
         if self._q2 and not present:
             self._q2.new_session(self)  # no PUBREL will come for the ids kept
-        # Subscriptions the broker may not have: all of them if its session is new.
-        for i in range(len(self._ss)):
+        # Subscriptions the broker may not have: all of them if its session is new. An
+        # UNSUBSCRIBE not yet answered goes again; with a new session there is nothing to undo.
+        for i in range(len(self._sf)):
             s = self._ss[i]
+            if self._sf[i] is None or s & 0x80:
+                continue
             if s == _S_UNSUB or s == _S_UNSUBACK:
                 if present:
                     self._sub_queue(i, _S_UNSUB)
                 else:
-                    self._ss[i] = _S_FREE
                     self._sf[i] = None
-            elif s and (s != _S_ACTIVE or not present):
+            elif s < _S_ACTIVE or not present:
                 self._sub_queue(i, _S_SUB)
         self._wake()
         if self.on_connect:
             self.on_connect(present)
 
     def _complete(self, pid, t):
-        # PUBACK (or PUBCOMP, from qos2.py) for a message in flight.
+        # PUBACK (or PUBCOMP, from qos2.py) for a message in flight
         for k in range(self._n):
             s = self._slot(k)
             # PUBACK completes a WRITTEN message: QoS 1, or QoS 2 still awaiting PUBREC from a
             # broker that downgrades QoS 2 to 1 (RabbitMQ: it has it at least once and would
             # never answer a PUBREL); PUBCOMP completes a RECEIVED one.
             if self._p[s] == pid and self._f[s] & _STATE == (_WRITTEN if t == wire.PUBACK else _RECEIVED):
-                self._done(s)
+                self._release(s)
                 self._advance()
                 self._wake()
                 if self.on_delivered:
@@ -672,16 +636,12 @@ class Session:
             return self._st.load(self, self._m[s], dup)
         return wire.put_publish(self.tx, self._t[s], self._m[s], f & 3, f & _RETAIN, dup, self._p[s])
 
-    def _free(self, s):
-        self._t[s] = self._m[s] = None
-        self._f[s] = 0
-        self._advance()
-
-    def _done(self, s):
-        # a message in flight is complete (or discarded)
-        if self._t[s] is None:
-            self._st.done(self, self._m[s])
-        self.inflight -= 1
+    def _release(self, s):
+        # slot s is done with: written (QoS 0), complete, or discarded
+        if self._f[s] & _STATE > _QUEUED:
+            self.inflight -= 1
+            if self._t[s] is None:
+                self._st.done(self, self._m[s])
         self._f[s] = 0
         self._t[s] = self._m[s] = None
 
@@ -701,10 +661,7 @@ class Session:
             if self._f[s]:
                 if j != k:
                     d = self._slot(j)
-                    self._t[d] = self._t[s]
-                    self._m[d] = self._m[s]
-                    self._p[d] = self._p[s]
-                    self._f[d] = self._f[s]
+                    self._t[d], self._m[d], self._p[d], self._f[d] = self._t[s], self._m[s], self._p[s], self._f[s]
                     self._f[s] = 0
                     self._t[s] = self._m[s] = None
                 j += 1
@@ -722,8 +679,7 @@ class Session:
                 self.dropped += 1
                 if self.on_discarded:
                     self.on_discarded(self._t[s], self._m[s], 0)
-                self._t[s] = self._m[s] = None
-                self._f[s] = 0
+                self._release(s)
                 self._advance()
                 return True
         return False
@@ -734,20 +690,6 @@ class Session:
             raise ProtocolError(say("acks_full"))
         fl[(self._fh + self._fc) % len(fl)] = t << 16 | v
         self._fc += 1
-
-    def _sub(self, topic_filter):
-        # the subscription entry of topic_filter, a free one if it has none
-        free = -1
-        for i in range(len(self._ss)):
-            if self._ss[i] == _S_FREE:
-                if free < 0:
-                    free = i
-            elif self._sf[i] == topic_filter:
-                return i
-        if free < 0:
-            raise MQTTException(say("subs_full", len(self._ss)))
-        self._sf[free] = topic_filter
-        return free
 
     def _sub_queue(self, i, state):
         self._ss[i] = state
@@ -760,7 +702,7 @@ class Session:
         p = self._last_pid
         for _ in range(65535):
             p = p + 1 if p < 65535 else 1
-            if not self.in_flight(p) and not self.sub_pending(p):
+            if not self.in_flight(p) and self.sub_result(p) >= 0:
                 self._last_pid = p
                 return p
         raise QueueFull(say("no_pid"))
@@ -773,3 +715,9 @@ class Session:
 def _bytes(x):
     # str as UTF-8; bytes (and None) as they are
     return x.encode() if isinstance(x, str) else x
+
+
+def _reason(code):
+    from .codec.reasons import CONNACK_REASONS
+
+    return CONNACK_REASONS[code]

@@ -366,7 +366,8 @@ class Device:
         return True
 
     def connect(self):
-        self.s.start(0)
+        self.s.start(0)  # CONNECT, written first: the broker answers it
+        self.feed(self.w.on_packet(wire.CONNECT, 0, b""))
         self.pump()
 
     def drop(self):

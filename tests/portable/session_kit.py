@@ -16,6 +16,13 @@ def raw_out(s, now=0):
         res.append(bytes(s.tx[:n]))
 
 
+def start(s, now=0):
+    """The CONNECT the session starts with, decoded (written, as an I/O loop would)."""
+    n = s.start(now)
+    s.wrote(now)
+    return [P.decode_all(bytes(s.tx[:n]))[0]]
+
+
 def out(s, now=0):
     """Every packet the session writes now, decoded."""
     return [P.decode_all(p)[0] for p in raw_out(s, now)]
@@ -48,8 +55,7 @@ def events(s):
 
 def reconnect(s, present, now=0):
     s.lost(now, None)
-    s.start(now)
-    c = out(s, now)
+    c = start(s, now)
     recv(s, P.Connack(present, 0), now=now)
     return c
 
