@@ -177,7 +177,7 @@ class AsyncClient(Session):
                 return
             while n:
                 w.write(bytes(self.tx[:n]))
-                self.wrote(ticks_ms())
+                self.last_out = ticks_ms()
                 n = self.pack(ticks_ms())
             await w.drain()
         except OSError as e:  # the link broke under us

@@ -11,8 +11,7 @@ except ImportError:
     from .cpython import ticks_ms, ticks_diff, ticks_add, sleep_ms
 
 from .session import Session, CONNECTING, CONNECTED, DISCONNECTED
-from .errors import (MQTTException, ConnectRefused, QueueFull, ProtocolError, StoreFull,  # noqa: F401
-                     SessionTakenOver, Timeout, NotConnected, SubscribeRefused, say)
+from .errors import MQTTException, Timeout, NotConnected, SubscribeRefused, say
 
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT
@@ -136,19 +135,15 @@ class MQTTClient(Session):
         or reconnected with reconnect=True."""
         n = self._handled
         while self._handled == n:
-            self._step(60000)  # _step waits no longer than the next deadline
+            self.loop(60000)  # loop() waits no longer than the next deadline
         return self._op
 
     def check_msg(self):
         """Handle whatever has arrived, without blocking -> the first byte of the last
         packet handled, or None."""
         n = self._handled
-        self._step(0)
+        self.loop(0)
         return self._op if self._handled != n else None
-
-    def loop(self, timeout_ms=0):
-        """Do all I/O and keepalive work that is due, waiting at most timeout_ms for input."""
-        self._step(timeout_ms)
 
     # ---- the loop
 
@@ -193,7 +188,8 @@ class MQTTClient(Session):
         self._wait(0, 0, t)
         return 1 if self.session_present else 0
 
-    def _step(self, timeout_ms):
+    def loop(self, timeout_ms=0):
+        """Do all I/O and keepalive work that is due, waiting at most timeout_ms for input."""
         if not self.sock:
             if self.reconnect and self._up_at >= 0:
                 return self._retry(timeout_ms)
@@ -216,14 +212,20 @@ class MQTTClient(Session):
                 # that allocates where addresses pass 2**30 (a 32-bit unix port)
                 self._poll.modify(self.sock, m)
                 self._pmask = m
-            if timeout_ms > 0 and not (self.ssl and self._tls_pending()):
+            p = self.ssl and getattr(self.sock, "pending", None)  # TLS may hold decrypted bytes
+            if timeout_ms > 0 and not (p and p()):
                 if self._ipoll:
                     for _ in self._ipoll(timeout_ms):  # no list made, unlike poll()
                         pass
                 else:
                     self._poll.poll(timeout_ms)
             if self.room():
-                self._read()
+                n = self._recv(self.rx())
+                if n == 0:
+                    self.eof = True
+                    raise OSError(104, say("closed"))
+                if n:
+                    self.received(n, ticks_ms())
             self._flush(ticks_ms())
         except Exception as e:  # the application's too: its callback failed (MQTT-4.8.0-2)
             self._failed(e)
@@ -263,16 +265,7 @@ class MQTTClient(Session):
             left = timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
                 raise Timeout(say("timeout", timeout_ms))
-            self._step(left)
-
-    def _read(self):
-        n = self._recv(self.rx())
-        if n is None:
-            return
-        if not n:
-            self.eof = True
-            raise OSError(104, say("closed"))
-        self.received(n, ticks_ms())
+            self.loop(left)
 
     def _flush(self, now):
         while True:
@@ -287,13 +280,9 @@ class MQTTClient(Session):
                 return  # the socket is full: POLLOUT will tell
             self._txo += w
             if self._txo >= self._txn:
-                self.wrote(now)
+                self.last_out = now
                 if self.state == DISCONNECTED:
                     return  # DISCONNECT written: nothing may follow (MQTT-3.14.4-2)
-
-    def _tls_pending(self):
-        p = getattr(self.sock, "pending", None)
-        return p is not None and p() > 0
 
     def _close(self):
         sock = self.sock

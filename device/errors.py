@@ -32,15 +32,6 @@ class QueueFull(MQTTException):
     """queue_size messages are accepted and not yet complete; loop() until one completes."""
 
 
-class StoreFull(MQTTException):
-    """The message store has no room; what it holds is kept. Connect, or publish less."""
-
-
-class SessionTakenOver(MQTTException):
-    """The broker keeps closing the connection right after accepting it: another client
-    uses the same client id. Client ids must be unique per device."""
-
-
 class ProtocolError(MQTTException):
     """The broker broke MQTT 3.1.1; the connection is closed."""
 

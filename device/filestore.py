@@ -14,8 +14,7 @@ from binascii import crc32
 from struct import pack_into
 
 from .codec import wire
-from .errors import StoreFull
-from .store import UNSENT, AWAIT_REC, LIVE
+from .store import StoreFull, UNSENT, AWAIT_REC, LIVE
 
 _HDR = 12
 _OUT = 0xA5

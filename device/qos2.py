@@ -17,7 +17,7 @@ except ImportError:
     from .cpython import const
 
 from .codec import wire
-from .errors import MQTTException, StoreFull, say
+from .errors import MQTTException, say
 
 _N = const(32)
 
@@ -79,7 +79,7 @@ def delivered(s, pid):
         return
     try:
         h = s.store.add_inbound(pid, b"", 0)
-    except StoreFull:
+    except MQTTException:  # StoreFull
         return
     k = _find(s, pid)
     if k >= 0:

@@ -17,7 +17,12 @@ try:
 except ImportError:
     from .cpython import ticks_diff
 
-from .errors import ConnectRefused, SessionTakenOver, say
+from .errors import MQTTException, ConnectRefused, say
+
+
+class SessionTakenOver(MQTTException):
+    """The broker keeps closing the connection right after accepting it: another client
+    uses the same client id. Client ids must be unique per device."""
 
 
 def setup(s, lo, hi, kicks):
@@ -27,6 +32,7 @@ def setup(s, lo, hi, kicks):
     s._kicks_max = kicks
     s._delay = s._attempt = s._kicks = 0
     s.eof = False  # the broker closed the link (FIN): set by the I/O loop
+    s.need_renew()  # a reconnect renews what the last connection left
 
 
 def went_down(s, now):

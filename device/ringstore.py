@@ -26,8 +26,7 @@ except ImportError:
     from .cpython import const
 
 from .codec import wire
-from .errors import StoreFull
-from .store import UNSENT, AWAIT_REC, LIVE  # noqa: F401  (AWAIT_REC: for users of end)
+from .store import StoreFull, UNSENT, AWAIT_REC, LIVE  # noqa: F401  (AWAIT_REC: for users of end)
 
 _HDR = const(12)
 _BHDR = const(16)

@@ -8,7 +8,8 @@
 #                          here, before the loop opens anything); write it first
 #   rx() / received(n, now)  the buffer to read into / n bytes went into it: every whole
 #                          packet is acted on while room() holds (room for its ack)
-#   pack(now) / wrote(now) the next packet due, packed into tx (0: none) / written
+#   pack(now)              the next packet due, packed into tx (0: none); once it is
+#                          written, last_out = now (keepalive counts from it)
 #   tick(now)              deadlines -> ms until the next one; raises on a dead link
 #   lost(now, why)         the transport is gone -> ms to wait before reconnecting by
 #                          itself (reconnect=True), or the reason is raised
@@ -37,7 +38,8 @@
 #
 # Features a program may not use live in modules loaded by the call that needs them,
 # never by a packet's arrival: qos2.py (publish or subscribe at QoS 2, a persistent
-# session, a store), store.py (store=), reconnect.py (reconnect=True). Errors are worded
+# session, a store), store.py (store=), reconnect.py (reconnect=True), renew.py (a
+# connection after the first, or a store's restored messages). Errors are worded
 # by errors.say() from reasons.py, read only when one happens.
 try:
     from micropython import const
@@ -129,7 +131,7 @@ class Session:
         # on_delivered(pid), on_discarded(topic, msg, qos), on_reconnect(attempt, delay_ms).
         self.on_connect = self.on_disconnect = self.on_delivered = None
         self.on_discarded = self.on_reconnect = None
-        self._q2 = self._rc = self.store = None  # the feature modules, once loaded
+        self._q2 = self._rc = self._rn = self.store = None  # the feature modules, once loaded
         self.reconnect = reconnect
         if reconnect:
             from . import reconnect as rc
@@ -257,6 +259,13 @@ class Session:
             self._q2 = qos2
             qos2.setup(self)
 
+    def need_renew(self):
+        """Load renew.py: what a CONNACK does to what an earlier connection left."""
+        if not self._rn:
+            from . import renew
+
+            self._rn = renew
+
     def in_flight(self, pid):
         """True while the message with this packet id is queued, stored or in flight."""
         for k in range(self._n):
@@ -283,6 +292,8 @@ class Session:
     def start(self, now):
         if not self.clean_session:
             self.need_qos2()  # the session kept may hold QoS 2 flows either way
+        if self._up_at >= 0 and not self._rn:
+            self.need_renew()  # a connection before this one left messages and subscriptions
         w = self.will or (None, None, 0, False)
         n = wire.pack_connect(self.tx, self.client_id, self.clean_session, self.keepalive, w[0], w[1], w[2],
                               w[3], self.username, self.password)
@@ -422,10 +433,6 @@ class Session:
             return self._st.pack_stored(self)
         return 0
 
-    def wrote(self, now):
-        """The packet from pack() (or start()) is written."""
-        self.last_out = now
-
     def tick(self, now):
         """Deadlines -> ms until the next check; raises MQTTException on a dead link."""
         st = self.state
@@ -472,7 +479,9 @@ class Session:
             c = self._check(wire.connack_code, i, n)
             if c & 255:
                 self.state = DISCONNECTED
-                raise ConnectRefused(c & 255, say("refused", _reason(c & 255), c & 255))
+                from .codec.reasons import CONNACK_REASONS
+
+                raise ConnectRefused(c & 255, say("refused", CONNACK_REASONS[c & 255], c & 255))
             self._connected(c >> 8)
         elif t == wire.PUBLISH:
             self._publish_in(first, i, n)
@@ -573,38 +582,8 @@ class Session:
         self.state = CONNECTED
         self.session_present = present = bool(present)
         self._up_at = self.last_in
-        # Messages written on the last connection: discarded on a clean session, as Paho
-        # does (said through on_discarded), else written again in order with their ids
-        # (MQTT-4.4.0-1). Messages never written wait either way.
-        for k in range(self._n):
-            s = self._slot(k)
-            f = self._f[s]
-            if f & _STATE > _QUEUED:
-                if self.clean_session:
-                    if self.on_discarded:
-                        st = self._t[s] is None
-                        t, m = self.store.message(self._m[s]) if st else (self._t[s], self._m[s])
-                        self.on_discarded(t, m, f & 3)
-                    self._release(s)
-                else:
-                    self._f[s] = f | _RESEND
-        self._c = 0
-        self._advance()
-        if self._q2 and not present:
-            self._q2.new_session(self)  # no PUBREL will come for the ids kept
-        # Subscriptions the broker may not have: all of them if its session is new. An
-        # UNSUBSCRIBE not yet answered goes again; with a new session there is nothing to undo.
-        for i in range(len(self._sf)):
-            s = self._ss[i]
-            if self._sf[i] is None or s & 0x80:
-                continue
-            if s == _S_UNSUB or s == _S_UNSUBACK:
-                if present:
-                    self._sub_queue(i, _S_UNSUB)
-                else:
-                    self._sf[i] = None
-            elif s < _S_ACTIVE or not present:
-                self._sub_queue(i, _S_SUB)
+        if self._rn:
+            self._rn.renew(self, present)  # what the last connection left
         self._wake()
         if self.on_connect:
             self.on_connect(present)
@@ -716,8 +695,3 @@ def _bytes(x):
     # str as UTF-8; bytes (and None) as they are
     return x.encode() if isinstance(x, str) else x
 
-
-def _reason(code):
-    from .codec.reasons import CONNACK_REASONS
-
-    return CONNACK_REASONS[code]

@@ -23,6 +23,13 @@ try:
 except ImportError:
     from .cpython import const
 
+from .errors import MQTTException
+
+
+class StoreFull(MQTTException):
+    """The message store has no room; what it holds is kept. Connect, or publish less."""
+
+
 # A record's state bits, each set while what it names is true; cleared as it passes.
 UNSENT = const(1)  # never written to a connection (after it: resent with DUP)
 AWAIT_REC = const(2)  # QoS 2, no PUBREC yet (after it: only PUBREL is sent, MQTT-4.3.3-1)
@@ -57,6 +64,7 @@ def attach(s, store):
     s.store = store
     s._st = sys.modules[__name__]
     store.open(len(s.tx), lambda old, new: _moved(s, old, new))
+    s.need_renew()  # what is restored is in flight: renewed at CONNACK
     # Paho's restore: what was written goes in flight again (PUBREL if PUBREC came, else
     # PUBLISH with DUP), oldest first; inbound QoS 2 ids wait for PUBREL.
     for h, pid, state, _, first in store.window:

@@ -30,7 +30,7 @@ except ImportError:  # MicroPython: host code is not in the board tree
 from fleetwire.ringstore import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.session import Session
-from fleetwire.errors import StoreFull
+from fleetwire.store import StoreFull
 from fleetwire.codec import wire
 
 MP = sys.implementation.name == "micropython"

@@ -12,14 +12,14 @@ def raw_out(s, now=0):
         n = s.pack(now)
         if not n:
             return res
-        s.wrote(now)
+        s.last_out = now
         res.append(bytes(s.tx[:n]))
 
 
 def start(s, now=0):
     """The CONNECT the session starts with, decoded (written, as an I/O loop would)."""
     n = s.start(now)
-    s.wrote(now)
+    s.last_out = now
     return [P.decode_all(bytes(s.tx[:n]))[0]]
 
 

@@ -23,7 +23,7 @@ from fleetwire.ringstore import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.ramstore import RamStore
 from fleetwire.session import Session, CONNECTED
-from fleetwire.errors import StoreFull
+from fleetwire.store import StoreFull
 from fleetwire.codec import wire
 
 MP = sys.implementation.name == "micropython"
