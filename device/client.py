@@ -177,13 +177,13 @@ class MQTTClient(Session):
         self._poll.register(sock, _POLLIN)
         self._pmask = _POLLIN
         self._ipoll = getattr(self._poll, "ipoll", None)
-        if hasattr(sock, "recv_into"):  # CPython
+        if hasattr(sock, "readinto"):  # MicroPython (a TLS socket has recv_into as well)
+            self._recv = sock.readinto
+            self._send = sock.write
+        else:  # CPython
             from .cpython import socket_io
 
             self._recv, self._send = socket_io(sock)
-        else:
-            self._recv = sock.readinto
-            self._send = sock.write
         self.last_out = ticks_ms()  # the CONNACK deadline runs from here
         self._wait(0, 0, t)
         return 1 if self.session_present else 0
