@@ -92,6 +92,10 @@ class Session:
         self.clean_session = clean_session
         self.max_inflight = max_inflight
         self.drop_oldest = drop_oldest
+        if drop_oldest:
+            from . import dropold as dr
+
+            self._dr = dr
         self.timeout_ms = int(timeout * 1000)
         self.will = None  # (topic, msg, qos, retain)
         self.tx = bytearray(max_packet)
@@ -179,7 +183,7 @@ class Session:
         # queue_size bounds the messages RAM holds (with a store, the QoS 0 ones)
         full = len(self._f) - (self.max_inflight if self.store is not None else 0)
         used = self._queued + (self.inflight if self.store is None else 0)
-        if used >= full and not (self.drop_oldest and self._drop()):
+        if used >= full and not (self.drop_oldest and self._dr.drop(self)):
             raise QueueFull(say("queue_full", used))
         if self._n == len(self._f):
             self._compact()
@@ -648,20 +652,6 @@ class Session:
                     c = j
         self._n = j
         self._c = c
-
-    def _drop(self):
-        # drop_oldest: the oldest QoS 0 message never written makes room
-        for k in range(self._c, self._n):
-            s = self._slot(k)
-            if self._f[s] & 3 == 0 and self._f[s]:
-                self._queued -= 1
-                self.dropped += 1
-                if self.on_discarded:
-                    self.on_discarded(self._t[s], self._m[s], 0)
-                self._release(s)
-                self._advance()
-                return True
-        return False
 
     def _flow(self, t, v):
         fl = self._fl

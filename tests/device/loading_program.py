@@ -23,6 +23,8 @@ if scenario == "store":
     kw["store"] = RamStore(8192, 2048)
 elif scenario == "reconnect":
     kw["reconnect"] = True
+elif scenario == "drop":
+    kw["drop_oldest"] = True
 elif scenario == "tls":
     import ssl
 

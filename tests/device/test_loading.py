@@ -10,8 +10,8 @@ import pytest
 from support import device_command
 
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loading_program.py")
-FEATURES = {"qos2", "store", "reconnect", "renew", "tls", "ringstore", "filestore", "ramstore", "aio",
-            "vitals", "board", "runner"}
+FEATURES = {"qos2", "store", "reconnect", "renew", "tls", "dropold", "ringstore", "filestore", "ramstore",
+            "aio", "vitals", "board", "runner"}
 # what the plain program loads, all of it at import
 PLAIN = {"client", "session", "errors", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
 
@@ -47,6 +47,7 @@ def test_a_plain_program_loads_no_feature_module(board_lib, mosquitto):
     ("store", "construct", {"store", "ramstore", "ringstore", "renew"}),  # store= (a RamStore is a ring)
     ("reconnect", "construct", {"reconnect", "renew"}),  # reconnect=True
     ("reconnect2", "connect2", {"renew"}),     # a connect() after the first
+    ("drop", "construct", {"dropold"}),       # drop_oldest=True
     ("unsubscribe", "unsubscribe", set()),     # in the core
     ("will", "connect", set()),                # in the core (CONNECT carries it)
 ])
