@@ -78,6 +78,16 @@ _PING_DUE = const(-2)  # _ping_at: a PINGREQ is due (-1: none out; else when it 
 
 
 class Session:
+    # What most sessions never change is the class's, not each instance's (a board pays
+    # for every instance attribute): the callbacks and events, all optional, are
+    # cb(topic, msg), on_connect(session_present), on_disconnect(reason),
+    # on_delivered(pid), on_discarded(topic, msg, qos), on_reconnect(attempt, delay_ms).
+    cb = on_connect = on_disconnect = on_delivered = on_discarded = on_reconnect = None
+    will = None  # (topic, msg, qos, retain)
+    store = _q2 = _rc = _rn = None  # the store, and the feature modules once loaded
+    retained = False  # the message being delivered: its retain flag and QoS
+    qos = dropped = 0
+
     def __init__(self, client_id, keepalive=0, clean_session=True, user=None, password=None, *,
                  max_inflight=10, queue_size=16, max_packet=1024, max_subscriptions=8, drop_oldest=False,
                  timeout=10, reconnect=False, backoff_min=1, backoff_max=128, takeover_kicks=3, store=None):
@@ -97,7 +107,6 @@ class Session:
 
             self._dr = dr
         self.timeout_ms = int(timeout * 1000)
-        self.will = None  # (topic, msg, qos, retain)
         self.tx = bytearray(max_packet)
         self._rb = bytearray(max_packet)  # received bytes; packets are handled where they lie
         self._rmv = memoryview(self._rb)
@@ -110,7 +119,7 @@ class Session:
         self._p = [0] * n  # packet id
         self._f = bytearray(n)  # flags
         self._h = self._n = self._c = 0  # head; slots in use from it; cursor (offset from it)
-        self._queued = self.inflight = self.dropped = 0
+        self._queued = self.inflight = 0
         # acks, PUBREL, SUBSCRIBE, UNSUBSCRIBE due, in order: type << 16 | packet id (or a
         # subscription's index). A received packet is taken only while 8 more fit (room()).
         self._fl = [0] * (max_subscriptions + 8)
@@ -128,14 +137,6 @@ class Session:
         self._up_at = -1  # when the last CONNACK came, -1: never
         self._handled = 0  # packets handled, and the first byte of the last one
         self._op = None
-        self.cb = None
-        self.retained = False  # the message being delivered: its retain flag and QoS
-        self.qos = 0
-        # Events, all optional: on_connect(session_present), on_disconnect(reason),
-        # on_delivered(pid), on_discarded(topic, msg, qos), on_reconnect(attempt, delay_ms).
-        self.on_connect = self.on_disconnect = self.on_delivered = None
-        self.on_discarded = self.on_reconnect = None
-        self._q2 = self._rc = self._rn = self.store = None  # the feature modules, once loaded
         self.reconnect = reconnect
         if reconnect:
             from . import reconnect as rc
