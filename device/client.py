@@ -23,18 +23,19 @@ class MQTTClient(Session):
     max_packet, max_subscriptions, drop_oldest, timeout, reconnect, backoff_min,
     backoff_max, takeover_kicks, store); see the README."""
 
+    sock = ssl = ssl_params = None
+    _topic_str = _topic_bytes = None  # the last str topic published, and its bytes
+    _own = False  # the program's connect() is running: a failure reaches it
+    _retry_at = _txo = _txn = 0  # tx[_txo:_txn] is still to be written
+
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0, ssl=None,
                  ssl_params=None, **options):
         Session.__init__(self, client_id, keepalive, True, user, password, **options)
         self.server = server
         self.port = port or (8883 if ssl else 1883)
-        self.ssl = ssl
-        self.ssl_params = ssl_params
-        self.sock = None
-        self._txo = self._txn = 0  # tx[_txo:_txn] is still to be written
-        self._topic_str = self._topic_bytes = None  # the last str topic and its bytes
-        self._retry_at = 0
-        self._own = False  # the program's connect() is running: a failure reaches it
+        if ssl:
+            self.ssl = ssl
+            self.ssl_params = ssl_params
 
     # ---- umqtt.simple's API (set_callback, set_last_will: the Session's)
 

@@ -87,6 +87,7 @@ class Session:
     store = _q2 = _rc = _rn = None  # the store, and the feature modules once loaded
     retained = False  # the message being delivered: its retain flag and QoS
     qos = dropped = 0
+    drop_oldest = reconnect = False
 
     def __init__(self, client_id, keepalive=0, clean_session=True, user=None, password=None, *,
                  max_inflight=10, queue_size=16, max_packet=1024, max_subscriptions=8, drop_oldest=False,
@@ -101,10 +102,10 @@ class Session:
         self.keepalive = keepalive
         self.clean_session = clean_session
         self.max_inflight = max_inflight
-        self.drop_oldest = drop_oldest
         if drop_oldest:
             from . import dropold as dr
 
+            self.drop_oldest = True
             self._dr = dr
         self.timeout_ms = int(timeout * 1000)
         self.tx = bytearray(max_packet)
@@ -137,10 +138,10 @@ class Session:
         self._up_at = -1  # when the last CONNACK came, -1: never
         self._handled = 0  # packets handled, and the first byte of the last one
         self._op = None
-        self.reconnect = reconnect
         if reconnect:
             from . import reconnect as rc
 
+            self.reconnect = True
             rc.setup(self, backoff_min, backoff_max, takeover_kicks)
         if store is not None:
             from .store import attach
