@@ -46,7 +46,7 @@ except ImportError:
 
 from .codec import wire
 from .codec.errors import CodecError
-from .codec.topics import check_filter, check_name
+from .codec.wire import check_filter, check_name
 from .errors import MQTTException, ConnectRefused, QueueFull, ProtocolError, say
 
 DISCONNECTED = const(0)

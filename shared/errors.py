@@ -12,10 +12,6 @@ class CodecError(ValueError):
         return m[i + 1:-1] if i >= 0 and m.endswith("]") else ""
 
 
-def fail(what, rule):
-    raise CodecError(what + " [" + rule + "]")
-
-
 def fail_as(key, *values):
     """Raise the error named by key in reasons.TEXT (loaded now, not at import)."""
     try:

@@ -1,7 +1,11 @@
-# MQTT 3.1.1 wire format: packet types, the fixed header, and the packers a client
-# needs, each writing one whole packet into a caller's preallocated buffer and
-# returning its length. Packers index and slice-assign only, so packing a PUBLISH
-# allocates nothing on MicroPython. The full both-direction codec is packets.py.
+# MQTT 3.1.1 wire format for a client: packet types, the fixed header, the packers, each
+# writing one whole packet into a caller's preallocated buffer and returning its length,
+# the readers of the packets a client receives, and the topic and UTF-8 rules. The device
+# client loads this module (and errors) and nothing else of the codec, so it holds what a
+# client needs and no more. Strings and topics are bytes-like here (str is the host
+# modules' business: text, topics, packets); every check indexes bytes one by one, so
+# checking and packing allocate nothing on MicroPython. The full both-direction codec is
+# packets.py.
 try:
     from micropython import const
 except ImportError:  # CPython
@@ -11,8 +15,6 @@ except ImportError:  # CPython
 
 
 from .errors import fail_as
-from .text import MAX_STRING, check_utf8, encode
-from . import topics
 
 CONNECT = const(1)
 CONNACK = const(2)
@@ -33,7 +35,7 @@ DISCONNECT = const(14)
 # (error texts live in reasons.py, loaded only when an error is raised).
 SUBACK_FAILURE = const(0x80)
 
-MAX_REMAINING = const(268435455)
+_MAX_REMAINING = const(268435455)
 
 # The flag nibble each packet type must carry (Table 2.2); PUBLISH's flags are data.
 _FLAGS = b"\x00\x00\x00\xff\x00\x00\x02\x00\x02\x00\x02\x00\x00\x00\x00\x00"
@@ -83,7 +85,7 @@ def varint_size(n):
 
 def _header(buf, first, remaining):
     # Writes the fixed header; returns the offset of the variable header.
-    if remaining > MAX_REMAINING:
+    if remaining > _MAX_REMAINING:
         fail_as("body_max", remaining)
     if remaining + 5 > len(buf):  # the header takes at most 5 bytes: exact check only near the end
         total = 1 + varint_size(remaining) + remaining
@@ -108,10 +110,6 @@ def put_u16(buf, i, v):
     return i + 2
 
 
-def get_u16(buf, i):
-    return buf[i] << 8 | buf[i + 1]
-
-
 def put_bytes(buf, i, b):
     """A length-prefixed field (string or binary data) at offset i."""
     n = len(b)
@@ -134,17 +132,13 @@ def _check_qos(qos, key):
 def _binary(b, what):
     if b is None:
         return b""
-    if isinstance(b, str):
-        b = encode(b, what)
-    if len(b) > MAX_STRING:
+    if len(b) > 65535:
         fail_as("bin_long", what, len(b))
     return b
 
 
 def _string(s, what):
-    if isinstance(s, str):
-        s = encode(s, what)
-    if len(s) > MAX_STRING:
+    if len(s) > 65535:
         fail_as("str_long", what, len(s))
     check_utf8(s, 0, len(s))
     return s
@@ -153,7 +147,7 @@ def _string(s, what):
 def pack_connect(buf, client_id, clean_session=True, keepalive=0, will_topic=None,
                  will_message=None, will_qos=0, will_retain=False, username=None,
                  password=None, protocol_name=b"MQTT", protocol_level=4):
-    """CONNECT. Strings may be str or bytes; will_message and password are bytes."""
+    """CONNECT; every string and binary field is bytes-like."""
     cid = _string(client_id, "client identifier")
     if not cid and not clean_session:
         fail_as("cid_empty")
@@ -162,7 +156,7 @@ def pack_connect(buf, client_id, clean_session=True, keepalive=0, will_topic=Non
     flags = 2 if clean_session else 0
     n = 10 + 2 + len(cid)
     if will_topic is not None:
-        wt = topics.check_name(will_topic)
+        wt = check_name(will_topic)
         wm = _binary(will_message, "will message")
         _check_qos(will_qos, "qos_will")
         flags |= 4 | will_qos << 3 | (32 if will_retain else 0)
@@ -197,24 +191,10 @@ def pack_connect(buf, client_id, clean_session=True, keepalive=0, will_topic=Non
     return i
 
 
-def pack_publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0):
-    """PUBLISH of a bytes-like topic and payload. Allocates nothing for bytes input."""
-    topics.check_name(topic)
-    _check_qos(qos, "qos_pub")
-    if qos:
-        if not 0 < pid < 65536:
-            fail_as("pub_pid", qos, pid)
-    else:
-        if dup:
-            fail_as("dup_qos0")
-        if pid:
-            fail_as("pid_qos0")
-    return put_publish(buf, topic, payload, qos, retain, dup, pid)
-
-
 def put_publish(buf, topic, payload, qos, retain, dup, pid):
-    """pack_publish without checking the topic, QoS and packet id: for a caller that checked
-    them when it accepted the message (the session's send path), as it sends many times."""
+    """PUBLISH of a bytes-like topic and payload, unchecked: for a caller that checked the
+    topic, QoS and packet id when it accepted the message (the session's send path), as it
+    sends many times; packets.pack_publish checks them. Allocates nothing."""
     tl = len(topic)
     pl = len(payload)
     first = 0x30 | (8 if dup else 0) | qos << 1 | (1 if retain else 0)
@@ -254,33 +234,33 @@ def pack_empty(buf, ptype):
 
 
 def pack_subscribe(buf, pid, filters):
-    """SUBSCRIBE for a sequence of (topic_filter, qos) pairs."""
+    """SUBSCRIBE for a sequence of (topic_filter, qos) pairs, each filter bytes-like."""
     _check_pid(pid, SUBSCRIBE)
     if not filters:
         fail_as("sub_empty")
     n = 2
     for f, q in filters:
-        n += 3 + len(topics.check_filter(f))
+        n += 3 + len(check_filter(f))
         _check_qos(q, "qos_sub")
     i = put_u16(buf, _header(buf, 0x82, n), pid)
     for f, q in filters:
-        i = put_bytes(buf, i, topics._b(f))
+        i = put_bytes(buf, i, f)
         buf[i] = q
         i += 1
     return i
 
 
 def pack_unsubscribe(buf, pid, filters):
-    """UNSUBSCRIBE for a sequence of topic filters."""
+    """UNSUBSCRIBE for a sequence of bytes-like topic filters."""
     _check_pid(pid, UNSUBSCRIBE)
     if not filters:
         fail_as("unsub_none")
     n = 2
     for f in filters:
-        n += 2 + len(topics.check_filter(f))
+        n += 2 + len(check_filter(f))
     i = put_u16(buf, _header(buf, 0xA2, n), pid)
     for f in filters:
-        i = put_bytes(buf, i, topics._b(f))
+        i = put_bytes(buf, i, f)
     return i
 
 
@@ -311,14 +291,6 @@ def connack_code(body, n):
     return rc | flags << 8
 
 
-def suback_code(body, n, k):
-    """Return code k of a SUBACK body, checked (0, 1, 2 or 0x80)."""
-    rc = body[2 + k]
-    if rc > 2 and rc != SUBACK_FAILURE:
-        fail_as("suback_rc", rc)
-    return rc
-
-
 def suback_check(body, n):
     """Packet id of a SUBACK body after checking every return code."""
     if n < 3:
@@ -326,8 +298,10 @@ def suback_check(body, n):
     pid = body[0] << 8 | body[1]
     if pid == 0:
         fail_as("pid_zero", SUBACK)
-    for k in range(n - 2):
-        suback_code(body, n, k)
+    for k in range(2, n):
+        rc = body[k]
+        if rc > 2 and rc != SUBACK_FAILURE:
+            fail_as("suback_rc", rc)
     return pid
 
 
@@ -363,3 +337,93 @@ def check_pub_topic(b, start, end):
         if c == 0x2B or c == 0x23:
             fail_as("pub_wild")
     check_utf8(b, start, end)
+
+
+# ---- topic names and filters (§4.7) and MQTT strings (§1.5.3), bytes-like
+
+_SLASH = const(0x2F)
+_PLUS = const(0x2B)
+_HASH = const(0x23)
+
+
+def _check_len(t, what):
+    n = len(t)
+    if n == 0:
+        fail_as("empty", what)
+    if n > 65535:
+        fail_as("topic_long", what, n)
+    return n
+
+
+def check_name(t):
+    """Raise CodecError unless t is a valid topic name (no wildcards); returns t."""
+    n = _check_len(t, "topic name")
+    for i in range(n):
+        c = t[i]
+        if c == _PLUS or c == _HASH:
+            fail_as("name_wild", chr(c))
+    check_utf8(t, 0, n)  # also rejects U+0000 (MQTT-4.7.3-2 via MQTT-1.5.3-2)
+    return t
+
+
+def check_filter(t):
+    """Raise CodecError unless t is a valid topic filter; returns t."""
+    n = _check_len(t, "topic filter")
+    for i in range(n):
+        c = t[i]
+        if c == _HASH:
+            if i != n - 1:
+                fail_as("hash_last")
+            if i > 0 and t[i - 1] != _SLASH:
+                fail_as("hash_lvl")
+        elif c == _PLUS:
+            if (i > 0 and t[i - 1] != _SLASH) or (i < n - 1 and t[i + 1] != _SLASH):
+                fail_as("plus_lvl")
+    check_utf8(t, 0, n)
+    return t
+
+
+def check_utf8(b, start=0, end=-1):
+    """Raise CodecError unless b[start:end] is an acceptable MQTT string body."""
+    if end < 0:
+        end = len(b)
+    i = start
+    while i < end:
+        c = b[i]
+        if c < 0x80:
+            if c == 0:
+                fail_as("u0")
+            i += 1
+            continue
+        lo = 0x80
+        hi = 0xBF
+        if 0xC2 <= c <= 0xDF:
+            n = 1
+        elif 0xE0 <= c <= 0xEF:
+            n = 2
+            if c == 0xE0:
+                lo = 0xA0  # overlong below U+0800
+            elif c == 0xED:
+                hi = 0x9F  # U+D800..U+DFFF are surrogates
+        elif 0xF0 <= c <= 0xF4:
+            n = 3
+            if c == 0xF0:
+                lo = 0x90  # overlong below U+10000
+            elif c == 0xF4:
+                hi = 0x8F  # above U+10FFFF
+        else:
+            fail_as("u8_start", c)
+        if i + n >= end:
+            fail_as("u8_short")
+        d = b[i + 1]
+        if d < lo or d > hi:
+            if c == 0xED and d >= 0xA0 and d <= 0xBF:
+                fail_as("u8_surr")
+            fail_as("u8_bad")
+        k = 2
+        while k <= n:
+            d = b[i + k]
+            if d < 0x80 or d > 0xBF:
+                fail_as("u8_bad")
+            k += 1
+        i += n + 1
