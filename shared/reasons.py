@@ -60,9 +60,9 @@ pub_tlen   §3.3.2        PUBLISH topic length %d runs past the packet end
 pub_notop  MQTT-4.7.3-1  PUBLISH with an empty topic name
 pub_wild   MQTT-3.3.2-2  wildcard in a received topic name
 pub_pid0   MQTT-2.3.1-1  QoS %d PUBLISH with packet identifier 0
-empty      MQTT-4.7.3-1  %s is empty
-topic_long MQTT-4.7.3-3  %s of %d bytes is longer than 65535
-name_wild  MQTT-4.7.1-1  wildcard %s in a topic name
+empty      MQTT-4.7.3-1  topic %s is empty
+topic_long MQTT-4.7.3-3  topic %s of %d bytes is longer than 65535
+name_wild  MQTT-4.7.1-1  wildcard %c in a topic name
 hash_last  MQTT-4.7.1-2  '#' must be the last character of a topic filter
 hash_lvl   MQTT-4.7.1-2  '#' must follow a '/' or stand alone
 plus_lvl   MQTT-4.7.1-3  '+' must occupy a whole topic level

@@ -330,100 +330,78 @@ def publish_fields(first, body, n, check_topic=True):
 
 
 def check_pub_topic(b, start, end):
-    """Raise CodecError unless b[start:end], a received topic name, has no wildcard
-    (MQTT-3.3.2-2) and is MQTT UTF-8."""
-    for k in range(start, end):
-        c = b[k]
-        if c == 0x2B or c == 0x23:
-            fail_as("pub_wild")
-    check_utf8(b, start, end)
+    """Raise CodecError unless b[start:end], a received topic name, is MQTT UTF-8 with no
+    wildcard (MQTT-3.3.2-2)."""
+    if check_utf8(b, start, end) < end:
+        fail_as("pub_wild")
 
 
 # ---- topic names and filters (§4.7) and MQTT strings (§1.5.3), bytes-like
 
-_SLASH = const(0x2F)
-_PLUS = const(0x2B)
-_HASH = const(0x23)
 
-
-def _check_len(t, what):
+def _topic(t, what):
+    # the rules a name and a filter share -> the offset of t's first wildcard, or len(t)
     n = len(t)
     if n == 0:
         fail_as("empty", what)
     if n > 65535:
         fail_as("topic_long", what, n)
-    return n
+    return check_utf8(t, 0, n)  # also rejects U+0000 (MQTT-4.7.3-2 via MQTT-1.5.3-2)
 
 
 def check_name(t):
     """Raise CodecError unless t is a valid topic name (no wildcards); returns t."""
-    n = _check_len(t, "topic name")
-    for i in range(n):
-        c = t[i]
-        if c == _PLUS or c == _HASH:
-            fail_as("name_wild", chr(c))
-    check_utf8(t, 0, n)  # also rejects U+0000 (MQTT-4.7.3-2 via MQTT-1.5.3-2)
+    k = _topic(t, "name")
+    if k < len(t):
+        fail_as("name_wild", t[k])
     return t
 
 
 def check_filter(t):
     """Raise CodecError unless t is a valid topic filter; returns t."""
-    n = _check_len(t, "topic filter")
-    for i in range(n):
-        c = t[i]
-        if c == _HASH:
-            if i != n - 1:
+    k = _topic(t, "filter")
+    n = len(t)
+    while k < n:  # from the first wildcard on
+        c = t[k]
+        if c == 0x23:  # '#'
+            if k != n - 1:
                 fail_as("hash_last")
-            if i > 0 and t[i - 1] != _SLASH:
+            if k and t[k - 1] != 0x2F:
                 fail_as("hash_lvl")
-        elif c == _PLUS:
-            if (i > 0 and t[i - 1] != _SLASH) or (i < n - 1 and t[i + 1] != _SLASH):
-                fail_as("plus_lvl")
-    check_utf8(t, 0, n)
+        elif c == 0x2B and (k and t[k - 1] != 0x2F or k < n - 1 and t[k + 1] != 0x2F):  # '+'
+            fail_as("plus_lvl")
+        k += 1
     return t
 
 
-def check_utf8(b, start=0, end=-1):
-    """Raise CodecError unless b[start:end] is an acceptable MQTT string body."""
-    if end < 0:
-        end = len(b)
-    i = start
+def check_utf8(b, i, end):
+    """Raise CodecError unless b[i:end] is an acceptable MQTT string body -> the offset of its
+    first wildcard ('+' or '#'), or end: one pass serves the topic checks too."""
+    w = end
     while i < end:
         c = b[i]
+        i += 1
         if c < 0x80:
-            if c == 0:
-                fail_as("u0")
-            i += 1
+            if c < 0x2C:  # NUL, '#' and '+' are the ASCII bytes of note, all below ','
+                if c == 0:
+                    fail_as("u0")
+                if (c == 0x23 or c == 0x2B) and w == end:
+                    w = i - 1
             continue
-        lo = 0x80
-        hi = 0xBF
-        if 0xC2 <= c <= 0xDF:
-            n = 1
-        elif 0xE0 <= c <= 0xEF:
-            n = 2
-            if c == 0xE0:
-                lo = 0xA0  # overlong below U+0800
-            elif c == 0xED:
-                hi = 0x9F  # U+D800..U+DFFF are surrogates
-        elif 0xF0 <= c <= 0xF4:
-            n = 3
-            if c == 0xF0:
-                lo = 0x90  # overlong below U+10000
-            elif c == 0xF4:
-                hi = 0x8F  # above U+10FFFF
-        else:
+        if c < 0xC2 or c > 0xF4:
             fail_as("u8_start", c)
-        if i + n >= end:
+        n = i + (1 if c < 0xE0 else 2 if c < 0xF0 else 3)  # the end of the character
+        if n > end:
             fail_as("u8_short")
-        d = b[i + 1]
-        if d < lo or d > hi:
-            if c == 0xED and d >= 0xA0 and d <= 0xBF:
-                fail_as("u8_surr")
-            fail_as("u8_bad")
-        k = 2
-        while k <= n:
-            d = b[i + k]
-            if d < 0x80 or d > 0xBF:
+        # the second byte's range excludes overlong forms (E0, F0), surrogates (ED) and
+        # code points above U+10FFFF (F4)
+        d = b[i]
+        if d < (0xA0 if c == 0xE0 else 0x90 if c == 0xF0 else 0x80) or d > (
+                0x9F if c == 0xED else 0x8F if c == 0xF4 else 0xBF):
+            fail_as("u8_surr" if c == 0xED and 0x9F < d < 0xC0 else "u8_bad")
+        i += 1
+        while i < n:
+            if b[i] & 0xC0 != 0x80:
                 fail_as("u8_bad")
-            k += 1
-        i += n + 1
+            i += 1
+    return w
