@@ -14,6 +14,10 @@ CONNACK_REASONS = ("connection accepted", "unacceptable protocol version",
                    "identifier rejected", "server unavailable",
                    "bad user name or password", "not authorized")
 
+# CONNECT's length-prefixed fields, in their order (%F): 3 and 5 are binary data (§1.5.6).
+FIELDS = ("protocol name", "client identifier", "will topic", "will message", "user name",
+          "password")
+
 # The rule a packet type's flag nibble breaks when it is wrong (Table 2.2).
 FLAG_RULES = ("§2.2.1", "MQTT-2.2.2-2", "MQTT-2.2.2-2", "", "MQTT-2.2.2-2", "MQTT-2.2.2-2",
               "MQTT-3.6.1-1", "MQTT-2.2.2-2", "MQTT-3.8.1-1", "MQTT-2.2.2-2",
@@ -21,8 +25,8 @@ FLAG_RULES = ("§2.2.1", "MQTT-2.2.2-2", "MQTT-2.2.2-2", "", "MQTT-2.2.2-2", "MQ
               "MQTT-3.14.1-1", "§2.2.1")
 
 # One line per error: key, rule, message. "%T", the first placeholder where it is used,
-# takes a packet type number and prints its name; rule "-" is worked out from the type
-# (see text()), "." means none. One string, not a dict of tuples, because this table is
+# takes a packet type number and prints its name, "%F" a CONNECT field number (FIELDS);
+# rule "-" is worked out from that number (see text()), "." means none. One string, not a dict of tuples, because this table is
 # what an error costs while it is loaded.
 TEXT = """
 rsvd_type  §2.2.1        reserved packet type %d
@@ -39,7 +43,7 @@ pid_qos0   MQTT-2.3.1-5  a QoS 0 PUBLISH carries no packet identifier
 qos_pub    MQTT-3.3.1-4  QoS must be 0, 1 or 2, got %r
 qos_will   MQTT-3.1.2-14 QoS must be 0, 1 or 2, got %r
 qos_sub    MQTT-3.8.3-4  QoS must be 0, 1 or 2, got %r
-bin_long   §1.5.6        %s of %d bytes is longer than 65535
+field_long -             %F of %d bytes is longer than 65535
 str_long   §1.5.3        %s of %d bytes is longer than 65535
 cid_empty  MQTT-3.1.3-7  an empty client identifier needs clean_session=True
 keepalive  §3.1.2.10     keepalive must be 0..65535 seconds, got %r
@@ -87,5 +91,10 @@ def text(key, values, table=TEXT):
         values = (NAMES[t],) + tuple(values[1:])
         if rule == "-":
             rule = FLAG_RULES[t] if key == "flags" else "§3.%d.1" % t
+    elif "%F" in msg:  # the first value is a CONNECT field
+        t = values[0]
+        msg = msg.replace("%F", "%s")
+        values = (FIELDS[t],) + tuple(values[1:])
+        rule = "§1.5.6" if t == 3 or t == 5 else "§1.5.3"
     msg = msg % tuple(values)
     return msg if rule == "." else msg + " [" + rule + "]"

@@ -37,22 +37,19 @@ SUBACK_FAILURE = const(0x80)
 
 _MAX_REMAINING = const(268435455)
 
-# The flag nibble each packet type must carry (Table 2.2); PUBLISH's flags are data.
-_FLAGS = b"\x00\x00\x00\xff\x00\x00\x02\x00\x02\x00\x02\x00\x00\x00\x00\x00"
-
 
 def check_first_byte(b):
     """Raise CodecError unless b is a valid first byte of a 3.1.1 packet."""
     t = b >> 4
-    if t == 0 or t == 15:
-        fail_as("rsvd_type", t)
-    if t == PUBLISH:
+    if t == PUBLISH:  # its flags are data: DUP, QoS, RETAIN
         if b & 6 == 6:
             fail_as("qos3")
         if b & 14 == 8:
             fail_as("dup_qos0")
-    elif b & 15 != _FLAGS[t]:
-        fail_as("flags", t, b & 15, _FLAGS[t])
+    elif t == 0 or t == 15:
+        fail_as("rsvd_type", t)
+    elif b & 15 != 0xA80 >> t & 2:  # 0010 for PUBREL, SUBSCRIBE, UNSUBSCRIBE, else 0000 (Table 2.2)
+        fail_as("flags", t, b & 15, 0xA80 >> t & 2)
 
 
 def frame(b, i, e, limit):
@@ -83,112 +80,22 @@ def varint_size(n):
     return 1 if n < 128 else 2 if n < 16384 else 3 if n < 2097152 else 4
 
 
-def _header(buf, first, remaining):
-    # Writes the fixed header; returns the offset of the variable header.
-    if remaining > _MAX_REMAINING:
-        fail_as("body_max", remaining)
-    if remaining + 5 > len(buf):  # the header takes at most 5 bytes: exact check only near the end
-        total = 1 + varint_size(remaining) + remaining
-        if total > len(buf):
-            fail_as("no_fit", first >> 4, total, len(buf))
+def _header(buf, first, n):
+    # Writes the fixed header of a packet with an n-byte body -> the offset of the body.
+    if n > _MAX_REMAINING:
+        fail_as("body_max", n)
+    if n + 5 > len(buf):  # the header takes at most 5 bytes: exact check only near the end
+        k = 1 + varint_size(n) + n
+        if k > len(buf):
+            fail_as("no_fit", first >> 4, k, len(buf))
     buf[0] = first
     i = 1
-    while True:
-        d = remaining & 127
-        remaining >>= 7
-        if remaining:
-            buf[i] = d | 128
-            i += 1
-        else:
-            buf[i] = d
-            return i + 1
-
-
-def put_u16(buf, i, v):
-    buf[i] = v >> 8
-    buf[i + 1] = v & 255
-    return i + 2
-
-
-def put_bytes(buf, i, b):
-    """A length-prefixed field (string or binary data) at offset i."""
-    n = len(b)
-    buf[i] = n >> 8
-    buf[i + 1] = n & 255
-    buf[i + 2:i + 2 + n] = b
-    return i + 2 + n
-
-
-def _check_pid(pid, ptype):
-    if not 0 < pid < 65536:
-        fail_as("pid_range", ptype, pid)
-
-
-def _check_qos(qos, key):
-    if qos != 0 and qos != 1 and qos != 2:
-        fail_as(key, qos)
-
-
-def _binary(b, what):
-    if b is None:
-        return b""
-    if len(b) > 65535:
-        fail_as("bin_long", what, len(b))
-    return b
-
-
-def _string(s, what):
-    if len(s) > 65535:
-        fail_as("str_long", what, len(s))
-    check_utf8(s, 0, len(s))
-    return s
-
-
-def pack_connect(buf, client_id, clean_session=True, keepalive=0, will_topic=None,
-                 will_message=None, will_qos=0, will_retain=False, username=None,
-                 password=None, protocol_name=b"MQTT", protocol_level=4):
-    """CONNECT; every string and binary field is bytes-like."""
-    cid = _string(client_id, "client identifier")
-    if not cid and not clean_session:
-        fail_as("cid_empty")
-    if not 0 <= keepalive <= 65535:
-        fail_as("keepalive", keepalive)
-    flags = 2 if clean_session else 0
-    n = 10 + 2 + len(cid)
-    if will_topic is not None:
-        wt = check_name(will_topic)
-        wm = _binary(will_message, "will message")
-        _check_qos(will_qos, "qos_will")
-        flags |= 4 | will_qos << 3 | (32 if will_retain else 0)
-        n += 4 + len(wt) + len(wm)
-    elif will_message is not None or will_qos or will_retain:
-        fail_as("will_part")
-    if password is not None:
-        if username is None:
-            fail_as("pw_no_user")
-        pw = _binary(password, "password")
-        flags |= 64
-        n += 2 + len(pw)
-    if username is not None:
-        un = _string(username, "user name")
-        flags |= 128
-        n += 2 + len(un)
-    pn = _string(protocol_name, "protocol name")
-    n += len(pn) - 4
-    i = _header(buf, 0x10, n)
-    i = put_bytes(buf, i, pn)
-    buf[i] = protocol_level
-    buf[i + 1] = flags
-    i = put_u16(buf, i + 2, keepalive)
-    i = put_bytes(buf, i, cid)
-    if flags & 4:
-        i = put_bytes(buf, i, wt)
-        i = put_bytes(buf, i, wm)
-    if flags & 128:
-        i = put_bytes(buf, i, un)
-    if flags & 64:
-        i = put_bytes(buf, i, pw)
-    return i
+    while n > 127:
+        buf[i] = n & 127 | 128
+        n >>= 7
+        i += 1
+    buf[i] = n
+    return i + 1
 
 
 def put_publish(buf, topic, payload, qos, retain, dup, pid):
@@ -205,21 +112,80 @@ def put_publish(buf, topic, payload, qos, retain, dup, pid):
         i = 2
     else:
         i = _header(buf, first, n)
-    buf[i] = tl >> 8   # the topic, as put_bytes writes it (inline: this is the hot path)
+    buf[i] = tl >> 8
     buf[i + 1] = tl & 255
     i += 2
     buf[i:i + tl] = topic
     i += tl
     if qos:
-        i = put_u16(buf, i, pid)
+        buf[i] = pid >> 8
+        buf[i + 1] = pid & 255
+        i += 2
     buf[i:i + pl] = payload
     return i + pl
 
 
+def pack_connect(buf, client_id, clean_session, keepalive, will_topic=None, will_message=None,
+                 will_qos=0, will_retain=False, username=None, password=None, protocol_name=b"MQTT",
+                 protocol_level=4):
+    """CONNECT; every string and binary field is bytes-like, None where absent."""
+    if not client_id and not clean_session:
+        fail_as("cid_empty")
+    if not 0 <= keepalive <= 65535:
+        fail_as("keepalive", keepalive)
+    flags = 2 if clean_session else 0
+    if will_topic is None:
+        if will_message is not None or will_qos or will_retain:
+            fail_as("will_part")
+    else:
+        check_name(will_topic)
+        if will_qos != 0 and will_qos != 1 and will_qos != 2:
+            fail_as("qos_will", will_qos)
+        flags |= 4 | will_qos << 3 | (32 if will_retain else 0)
+        if will_message is None:
+            will_message = b""
+    if password is not None:
+        if username is None:
+            fail_as("pw_no_user")
+        flags |= 64
+    if username is not None:
+        flags |= 128
+    # The length-prefixed fields in their order (§3.1.2, §3.1.3): 3 and 5 are binary data,
+    # the others UTF-8 strings; the protocol level, flags and keepalive follow field 0.
+    f = (protocol_name, client_id, will_topic, will_message, username, password)
+    n = 4
+    for k in range(6):
+        s = f[k]
+        if s is not None:
+            m = len(s)
+            if m > 65535:
+                fail_as("field_long", k, m)
+            if k != 3 and k != 5:
+                check_utf8(s, 0, m)
+            n += 2 + m
+    i = _header(buf, 0x10, n)
+    for k in range(6):
+        s = f[k]
+        if s is not None:
+            m = len(s)
+            buf[i] = m >> 8
+            buf[i + 1] = m & 255
+            buf[i + 2:i + 2 + m] = s
+            i += 2 + m
+            if k == 0:
+                buf[i] = protocol_level
+                buf[i + 1] = flags
+                buf[i + 2] = keepalive >> 8
+                buf[i + 3] = keepalive & 255
+                i += 4
+    return i
+
+
 def pack_ack(buf, ptype, pid):
     """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK: the type and a packet id."""
-    _check_pid(pid, ptype)
-    buf[0] = ptype << 4 | _FLAGS[ptype]
+    if not 0 < pid < 65536:
+        fail_as("pid_range", ptype, pid)
+    buf[0] = ptype << 4 | (2 if ptype == PUBREL else 0)
     buf[1] = 2
     buf[2] = pid >> 8
     buf[3] = pid & 255
@@ -235,32 +201,42 @@ def pack_empty(buf, ptype):
 
 def pack_subscribe(buf, pid, filters):
     """SUBSCRIBE for a sequence of (topic_filter, qos) pairs, each filter bytes-like."""
-    _check_pid(pid, SUBSCRIBE)
-    if not filters:
-        fail_as("sub_empty")
-    n = 2
-    for f, q in filters:
-        n += 3 + len(check_filter(f))
-        _check_qos(q, "qos_sub")
-    i = put_u16(buf, _header(buf, 0x82, n), pid)
-    for f, q in filters:
-        i = put_bytes(buf, i, f)
-        buf[i] = q
-        i += 1
-    return i
+    return _pack_sub(buf, pid, filters, SUBSCRIBE)
 
 
 def pack_unsubscribe(buf, pid, filters):
     """UNSUBSCRIBE for a sequence of bytes-like topic filters."""
-    _check_pid(pid, UNSUBSCRIBE)
+    return _pack_sub(buf, pid, filters, UNSUBSCRIBE)
+
+
+def _pack_sub(buf, pid, filters, t):
+    if not 0 < pid < 65536:
+        fail_as("pid_range", t, pid)
     if not filters:
-        fail_as("unsub_none")
+        fail_as("sub_empty" if t == SUBSCRIBE else "unsub_none")
     n = 2
     for f in filters:
+        if t == SUBSCRIBE:
+            f, q = f
+            if q != 0 and q != 1 and q != 2:
+                fail_as("qos_sub", q)
+            n += 1
         n += 2 + len(check_filter(f))
-    i = put_u16(buf, _header(buf, 0xA2, n), pid)
+    i = _header(buf, t << 4 | 2, n)
+    buf[i] = pid >> 8
+    buf[i + 1] = pid & 255
+    i += 2
     for f in filters:
-        i = put_bytes(buf, i, f)
+        if t == SUBSCRIBE:
+            f, q = f
+        n = len(f)
+        buf[i] = n >> 8
+        buf[i + 1] = n & 255
+        i += 2 + n
+        buf[i - n:i] = f
+        if t == SUBSCRIBE:
+            buf[i] = q
+            i += 1
     return i
 
 
@@ -305,10 +281,10 @@ def suback_check(body, n):
     return pid
 
 
-def publish_fields(first, body, n, check_topic=True):
-    """PUBLISH body -> (topic_end, packet_id, payload_start); the topic is body[2:topic_end].
-    check_topic=False leaves check_pub_topic to a caller that can skip it for a topic it
-    has seen (the checks go byte by byte: the most costly part of a received message)."""
+def publish_fields(first, body, n):
+    """PUBLISH body -> (topic_end, packet_id, payload_start), all checked; the topic is
+    body[2:topic_end]. (The session reads these itself and calls this for the error of a
+    PUBLISH that is malformed, and check_pub_topic for a topic it has not seen.)"""
     if n < 2:
         fail_as("pub_short")
     tl = body[0] << 8 | body[1]
@@ -319,8 +295,7 @@ def publish_fields(first, body, n, check_topic=True):
         fail_as("pub_tlen", tl)
     if tl == 0:
         fail_as("pub_notop")
-    if check_topic:
-        check_pub_topic(body, 2, te)
+    check_pub_topic(body, 2, te)
     pid = 0
     if qos:
         pid = body[te] << 8 | body[te + 1]

@@ -16,7 +16,7 @@ from support import ROOT
 RULE = re.compile(r"^(MQTT-\d+\.\d+\.\d+-\d+|§\d+(\.\d+)*|-|\.)$")
 # (table, source folder, the calls that name a key)
 TABLES = {
-    "codec": (reasons.TEXT, "shared", (r'fail_as\("(\w+)"', r'_check_qos\(\w+, "(\w+)"\)')),
+    "codec": (reasons.TEXT, "shared", (r'fail_as\("(\w+)"', r'fail_as\("\w+" if [^\n]* else "(\w+)"')),
     "client": (client_reasons.TEXT, "device", (r'\bsay\("(\w+)"',)),
 }
 
@@ -64,6 +64,16 @@ def test_a_message_is_formatted_with_the_packet_type_named_and_its_rule():
     with pytest.raises(CodecError) as e:
         wire.check_first_byte(0x64)  # PUBREL must carry flags 0x2
     assert str(e.value) == "PUBREL with flags 0x4, must be 0x2 [MQTT-3.6.1-1]"
+
+
+def test_a_connect_field_too_long_is_named_with_the_rule_for_strings_or_binary_data():
+    buf = bytearray(16)
+    with pytest.raises(CodecError) as e:
+        wire.pack_connect(buf, b"c" * 65536, True, 0)
+    assert str(e.value) == "client identifier of 65536 bytes is longer than 65535 [§1.5.3]"
+    with pytest.raises(CodecError) as e:
+        wire.pack_connect(buf, b"c", True, 0, username=b"u", password=b"p" * 65536)
+    assert str(e.value) == "password of 65536 bytes is longer than 65535 [§1.5.6]"
 
 
 def test_a_client_error_names_the_packet_type_and_carries_no_rule_when_it_has_none():
