@@ -1,8 +1,9 @@
-# MQTT 3.1.1 wire format for a client: packet types, the fixed header, the packers, each
-# writing one whole packet into a caller's preallocated buffer and returning its length,
-# the readers of the packets a client receives, and the topic and UTF-8 rules. The device
-# client loads this module (and errors) and nothing else of the codec, so it holds what a
-# client needs and no more. Strings and topics are bytes-like here (str is the host
+# MQTT 3.1.1 wire format for a client: the codec's error, packet types, the fixed header,
+# the packers, each writing one whole packet into a caller's preallocated buffer and
+# returning its length, the readers of the packets a client receives, and the topic and
+# UTF-8 rules. The device client loads this module and nothing else of the codec, so it
+# holds what a client needs and no more: every function, global and argument name is
+# paid for in a board's heap. Strings and topics are bytes-like here (str is the host
 # modules' business: text, topics, packets); every check indexes bytes one by one, so
 # checking and packing allocate nothing on MicroPython. The full both-direction codec is
 # packets.py.
@@ -14,7 +15,26 @@ except ImportError:  # CPython
         return x
 
 
-from .errors import fail_as
+class CodecError(ValueError):
+    """The codec's one error (see errors.py): what is wrong, then " [rule]"."""
+
+    @property
+    def rule(self):
+        # The text between the last "[" and "]" of the message, or "".
+        m = self.args[0] if self.args else ""
+        i = m.rfind("[")
+        return m[i + 1:-1] if i >= 0 and m.endswith("]") else ""
+
+
+def fail_as(key, *values):
+    """Raise the error named by key in reasons.TEXT (loaded now, not at import)."""
+    try:
+        from .reasons import text
+        m = text(key, values)
+    except MemoryError:  # no room for the table: the key still says what broke
+        m = key
+    raise CodecError(m)
+
 
 CONNECT = const(1)
 CONNACK = const(2)
