@@ -21,13 +21,13 @@ class CodecError(ValueError):
     @property
     def rule(self):
         # The text between the last "[" and "]" of the message, or "".
-        m = self.args[0] if self.args else ""
+        m = str(self)
         i = m.rfind("[")
-        return m[i + 1:-1] if i >= 0 and m.endswith("]") else ""
+        return m[i + 1:-1] if i >= 0 and m[-1:] == "]" else ""
 
 
 def fail_as(key, *values):
-    """Raise the error named by key in reasons.TEXT (loaded now, not at import)."""
+    """Raise the error of reasons.TEXT's line key (a number or a name), loaded now."""
     try:
         from .reasons import text
         m = text(key, values)
@@ -57,19 +57,65 @@ SUBACK_FAILURE = const(0x80)
 
 _MAX_REMAINING = const(268435455)
 
+# Errors by number: the line of reasons.TEXT that says what broke and the rule it breaks
+# (fail_as loads it only when an error is raised). A number costs a board no heap, a
+# name as a string would: about 450 bytes for these.
+_RSVD_TYPE = const(1)
+_QOS3 = const(2)
+_DUP_QOS0 = const(3)
+_FLAGS = const(4)
+_BODY_MAX = const(5)
+_NO_FIT = const(6)
+_RL_LONG = const(7)
+_OVER_MAX = const(8)
+_PID_RANGE = const(9)
+_QOS_WILL = const(10)
+_QOS_SUB = const(11)
+_FIELD_LONG = const(12)
+_CID_EMPTY = const(13)
+_KEEPALIVE = const(14)
+_WILL_PART = const(15)
+_PW_NO_USER = const(16)
+_SUB_EMPTY = const(17)
+_UNSUB_NONE = const(18)
+_ACK_LEN = const(19)
+_PID_ZERO = const(20)
+_CONNACK_N = const(21)
+_CONNACK_F = const(22)
+_CONNACK_RC = const(23)
+_CONNACK_SP = const(24)
+_SUBACK_RC = const(25)
+_SUBACK_N = const(26)
+_PUB_SHORT = const(27)
+_PUB_TLEN = const(28)
+_PUB_NOTOP = const(29)
+_PUB_WILD = const(30)
+_PUB_PID0 = const(31)
+_EMPTY = const(32)
+_TOPIC_LONG = const(33)
+_NAME_WILD = const(34)
+_HASH_LAST = const(35)
+_HASH_LVL = const(36)
+_PLUS_LVL = const(37)
+_U0 = const(38)
+_U8_START = const(39)
+_U8_SHORT = const(40)
+_U8_SURR = const(41)
+_U8_BAD = const(42)
+
 
 def check_first_byte(b):
     """Raise CodecError unless b is a valid first byte of a 3.1.1 packet."""
     t = b >> 4
     if t == PUBLISH:  # its flags are data: DUP, QoS, RETAIN
         if b & 6 == 6:
-            fail_as("qos3")
+            fail_as(_QOS3)
         if b & 14 == 8:
-            fail_as("dup_qos0")
+            fail_as(_DUP_QOS0)
     elif t == 0 or t == 15:
-        fail_as("rsvd_type", t)
+        fail_as(_RSVD_TYPE, t)
     elif b & 15 != 0xA80 >> t & 2:  # 0010 for PUBREL, SUBSCRIBE, UNSUBSCRIBE, else 0000 (Table 2.2)
-        fail_as("flags", t, b & 15, 0xA80 >> t & 2)
+        fail_as(_FLAGS, t, b & 15, 0xA80 >> t & 2)
 
 
 def frame(b, i, e, limit):
@@ -88,10 +134,10 @@ def frame(b, i, e, limit):
         if c < 128:
             k -= i
             if n + k > limit:
-                fail_as("over_max", n + k, limit)
+                fail_as(_OVER_MAX, n + k, limit)
             return k | n << 3
         if k - i == 5:
-            fail_as("rl_long")
+            fail_as(_RL_LONG)
         shift += 7
     return -1
 
@@ -103,11 +149,11 @@ def varint_size(n):
 def _header(buf, first, n):
     # Writes the fixed header of a packet with an n-byte body -> the offset of the body.
     if n > _MAX_REMAINING:
-        fail_as("body_max", n)
+        fail_as(_BODY_MAX, n)
     if n + 5 > len(buf):  # the header takes at most 5 bytes: exact check only near the end
         k = 1 + varint_size(n) + n
         if k > len(buf):
-            fail_as("no_fit", first >> 4, k, len(buf))
+            fail_as(_NO_FIT, first >> 4, k, len(buf))
     buf[0] = first
     i = 1
     while n > 127:
@@ -150,23 +196,23 @@ def pack_connect(buf, client_id, clean_session, keepalive, will_topic=None, will
                  protocol_level=4):
     """CONNECT; every string and binary field is bytes-like, None where absent."""
     if not client_id and not clean_session:
-        fail_as("cid_empty")
+        fail_as(_CID_EMPTY)
     if not 0 <= keepalive <= 65535:
-        fail_as("keepalive", keepalive)
+        fail_as(_KEEPALIVE, keepalive)
     flags = 2 if clean_session else 0
     if will_topic is None:
         if will_message is not None or will_qos or will_retain:
-            fail_as("will_part")
+            fail_as(_WILL_PART)
     else:
         check_name(will_topic)
         if will_qos != 0 and will_qos != 1 and will_qos != 2:
-            fail_as("qos_will", will_qos)
+            fail_as(_QOS_WILL, will_qos)
         flags |= 4 | will_qos << 3 | (32 if will_retain else 0)
         if will_message is None:
             will_message = b""
     if password is not None:
         if username is None:
-            fail_as("pw_no_user")
+            fail_as(_PW_NO_USER)
         flags |= 64
     if username is not None:
         flags |= 128
@@ -179,7 +225,7 @@ def pack_connect(buf, client_id, clean_session, keepalive, will_topic=None, will
         if s is not None:
             m = len(s)
             if m > 65535:
-                fail_as("field_long", k, m)
+                fail_as(_FIELD_LONG, k, m)
             if k != 3 and k != 5:
                 check_utf8(s, 0, m)
             n += 2 + m
@@ -204,7 +250,7 @@ def pack_connect(buf, client_id, clean_session, keepalive, will_topic=None, will
 def pack_ack(buf, ptype, pid):
     """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK: the type and a packet id."""
     if not 0 < pid < 65536:
-        fail_as("pid_range", ptype, pid)
+        fail_as(_PID_RANGE, ptype, pid)
     buf[0] = ptype << 4 | (2 if ptype == PUBREL else 0)
     buf[1] = 2
     buf[2] = pid >> 8
@@ -231,15 +277,15 @@ def pack_unsubscribe(buf, pid, filters):
 
 def _pack_sub(buf, pid, filters, t):
     if not 0 < pid < 65536:
-        fail_as("pid_range", t, pid)
+        fail_as(_PID_RANGE, t, pid)
     if not filters:
-        fail_as("sub_empty" if t == SUBSCRIBE else "unsub_none")
+        fail_as(_SUB_EMPTY if t == SUBSCRIBE else _UNSUB_NONE)
     n = 2
     for f in filters:
         if t == SUBSCRIBE:
             f, q = f
             if q != 0 and q != 1 and q != 2:
-                fail_as("qos_sub", q)
+                fail_as(_QOS_SUB, q)
             n += 1
         n += 2 + len(check_filter(f))
     i = _header(buf, t << 4 | 2, n)
@@ -265,39 +311,39 @@ def _pack_sub(buf, pid, filters, t):
 def ack_id(ptype, body, n):
     """The packet id of a PUBACK/PUBREC/PUBREL/PUBCOMP/UNSUBACK body."""
     if n != 2:
-        fail_as("ack_len", ptype, n)
+        fail_as(_ACK_LEN, ptype, n)
     pid = body[0] << 8 | body[1]
     if pid == 0:
-        fail_as("pid_zero", ptype)
+        fail_as(_PID_ZERO, ptype)
     return pid
 
 
 def connack_code(body, n):
     """CONNACK body -> return code | session-present << 8 (codes named in reasons.CONNACK_REASONS)."""
     if n != 2:
-        fail_as("connack_n", n)
+        fail_as(_CONNACK_N, n)
     flags = body[0]
     rc = body[1]
     if flags & 0xFE:
-        fail_as("connack_f", flags)
+        fail_as(_CONNACK_F, flags)
     if rc > 5:
-        fail_as("connack_rc", rc)
+        fail_as(_CONNACK_RC, rc)
     if rc and flags:
-        fail_as("connack_sp")
+        fail_as(_CONNACK_SP)
     return rc | flags << 8
 
 
 def suback_check(body, n):
     """Packet id of a SUBACK body after checking every return code."""
     if n < 3:
-        fail_as("suback_n")
+        fail_as(_SUBACK_N)
     pid = body[0] << 8 | body[1]
     if pid == 0:
-        fail_as("pid_zero", SUBACK)
+        fail_as(_PID_ZERO, SUBACK)
     for k in range(2, n):
         rc = body[k]
         if rc > 2 and rc != SUBACK_FAILURE:
-            fail_as("suback_rc", rc)
+            fail_as(_SUBACK_RC, rc)
     return pid
 
 
@@ -306,21 +352,21 @@ def publish_fields(first, body, n):
     body[2:topic_end]. (The session reads these itself and calls this for the error of a
     PUBLISH that is malformed, and check_pub_topic for a topic it has not seen.)"""
     if n < 2:
-        fail_as("pub_short")
+        fail_as(_PUB_SHORT)
     tl = body[0] << 8 | body[1]
     te = 2 + tl
     qos = first >> 1 & 3
     ps = te + (2 if qos else 0)
     if ps > n:
-        fail_as("pub_tlen", tl)
+        fail_as(_PUB_TLEN, tl)
     if tl == 0:
-        fail_as("pub_notop")
+        fail_as(_PUB_NOTOP)
     check_pub_topic(body, 2, te)
     pid = 0
     if qos:
         pid = body[te] << 8 | body[te + 1]
         if pid == 0:
-            fail_as("pub_pid0", qos)
+            fail_as(_PUB_PID0, qos)
     return te, pid, ps
 
 
@@ -328,7 +374,7 @@ def check_pub_topic(b, start, end):
     """Raise CodecError unless b[start:end], a received topic name, is MQTT UTF-8 with no
     wildcard (MQTT-3.3.2-2)."""
     if check_utf8(b, start, end) < end:
-        fail_as("pub_wild")
+        fail_as(_PUB_WILD)
 
 
 # ---- topic names and filters (§4.7) and MQTT strings (§1.5.3), bytes-like
@@ -338,9 +384,9 @@ def _topic(t, what):
     # the rules a name and a filter share -> the offset of t's first wildcard, or len(t)
     n = len(t)
     if n == 0:
-        fail_as("empty", what)
+        fail_as(_EMPTY, what)
     if n > 65535:
-        fail_as("topic_long", what, n)
+        fail_as(_TOPIC_LONG, what, n)
     return check_utf8(t, 0, n)  # also rejects U+0000 (MQTT-4.7.3-2 via MQTT-1.5.3-2)
 
 
@@ -348,7 +394,7 @@ def check_name(t):
     """Raise CodecError unless t is a valid topic name (no wildcards); returns t."""
     k = _topic(t, "name")
     if k < len(t):
-        fail_as("name_wild", t[k])
+        fail_as(_NAME_WILD, t[k])
     return t
 
 
@@ -360,11 +406,11 @@ def check_filter(t):
         c = t[k]
         if c == 0x23:  # '#'
             if k != n - 1:
-                fail_as("hash_last")
+                fail_as(_HASH_LAST)
             if k and t[k - 1] != 0x2F:
-                fail_as("hash_lvl")
+                fail_as(_HASH_LVL)
         elif c == 0x2B and (k and t[k - 1] != 0x2F or k < n - 1 and t[k + 1] != 0x2F):  # '+'
-            fail_as("plus_lvl")
+            fail_as(_PLUS_LVL)
         k += 1
     return t
 
@@ -379,24 +425,24 @@ def check_utf8(b, i, end):
         if c < 0x80:
             if c < 0x2C:  # NUL, '#' and '+' are the ASCII bytes of note, all below ','
                 if c == 0:
-                    fail_as("u0")
+                    fail_as(_U0)
                 if (c == 0x23 or c == 0x2B) and w == end:
                     w = i - 1
             continue
         if c < 0xC2 or c > 0xF4:
-            fail_as("u8_start", c)
+            fail_as(_U8_START, c)
         n = i + (1 if c < 0xE0 else 2 if c < 0xF0 else 3)  # the end of the character
         if n > end:
-            fail_as("u8_short")
+            fail_as(_U8_SHORT)
         # the second byte's range excludes overlong forms (E0, F0), surrogates (ED) and
         # code points above U+10FFFF (F4)
         d = b[i]
         if d < (0xA0 if c == 0xE0 else 0x90 if c == 0xF0 else 0x80) or d > (
                 0x9F if c == 0xED else 0x8F if c == 0xF4 else 0xBF):
-            fail_as("u8_surr" if c == 0xED and 0x9F < d < 0xC0 else "u8_bad")
+            fail_as(_U8_SURR if c == 0xED and 0x9F < d < 0xC0 else _U8_BAD)
         i += 1
         while i < n:
             if b[i] & 0xC0 != 0x80:
-                fail_as("u8_bad")
+                fail_as(_U8_BAD)
             i += 1
     return w
