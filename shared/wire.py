@@ -269,17 +269,14 @@ def pack_empty(buf, ptype):
     return 2
 
 
-def pack_subscribe(buf, pid, filters):
-    """SUBSCRIBE for a sequence of (topic_filter, qos) pairs, each filter bytes-like."""
-    return _pack_sub(buf, pid, filters, SUBSCRIBE)
-
-
 def pack_unsubscribe(buf, pid, filters):
     """UNSUBSCRIBE for a sequence of bytes-like topic filters."""
-    return _pack_sub(buf, pid, filters, UNSUBSCRIBE)
+    return pack_subscribe(buf, pid, filters, UNSUBSCRIBE)
 
 
-def _pack_sub(buf, pid, filters, t):
+def pack_subscribe(buf, pid, filters, t=SUBSCRIBE):
+    """SUBSCRIBE for a sequence of (topic_filter, qos) pairs, each filter bytes-like (with
+    t=UNSUBSCRIBE: UNSUBSCRIBE for a sequence of filters)."""
     if not 0 < pid < 65536:
         fail_as(_PID_RANGE, t, pid)
     if not filters:
@@ -384,28 +381,27 @@ def check_pub_topic(b, start, end):
 # ---- topic names and filters (§4.7) and MQTT strings (§1.5.3), bytes-like
 
 
-def _topic(t, what):
-    # the rules a name and a filter share -> the offset of t's first wildcard, or len(t)
-    n = len(t)
-    if n == 0:
-        fail_as(_EMPTY, what)
-    if n > 65535:
-        fail_as(_TOPIC_LONG, what, n)
-    return check_utf8(t, 0, n)  # also rejects U+0000 (MQTT-4.7.3-2 via MQTT-1.5.3-2)
-
-
 def check_name(t):
     """Raise CodecError unless t is a valid topic name (no wildcards); returns t."""
-    k = _topic(t, "name")
-    if k < len(t):
+    n = len(t)
+    if n == 0:
+        fail_as(_EMPTY, "name")
+    if n > 65535:
+        fail_as(_TOPIC_LONG, "name", n)
+    k = check_utf8(t, 0, n)  # also rejects U+0000 (MQTT-4.7.3-2 via MQTT-1.5.3-2)
+    if k < n:
         fail_as(_NAME_WILD, t[k])
     return t
 
 
 def check_filter(t):
     """Raise CodecError unless t is a valid topic filter; returns t."""
-    k = _topic(t, "filter")
     n = len(t)
+    if n == 0:
+        fail_as(_EMPTY, "filter")
+    if n > 65535:
+        fail_as(_TOPIC_LONG, "filter", n)
+    k = check_utf8(t, 0, n)
     while k < n:  # from the first wildcard on
         c = t[k]
         if c == 0x23:  # '#'
