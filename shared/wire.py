@@ -251,20 +251,20 @@ def pack_connect(buf, client_id, clean_session, keepalive, will_topic=None, will
     return i
 
 
-def pack_ack(buf, ptype, pid):
-    """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK: the type and a packet id."""
+def pack_ack(buf, t, pid):
+    """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK (type t) with packet id pid."""
     if not 0 < pid < 65536:
-        fail_as(_PID_RANGE, ptype, pid)
-    buf[0] = ptype << 4 | (2 if ptype == PUBREL else 0)
+        fail_as(_PID_RANGE, t, pid)
+    buf[0] = t << 4 | (2 if t == PUBREL else 0)
     buf[1] = 2
     buf[2] = pid >> 8
     buf[3] = pid & 255
     return 4
 
 
-def pack_empty(buf, ptype):
-    """PINGREQ, PINGRESP or DISCONNECT."""
-    buf[0] = ptype << 4
+def pack_empty(buf, t):
+    """PINGREQ, PINGRESP or DISCONNECT (type t)."""
+    buf[0] = t << 4
     buf[1] = 0
     return 2
 
@@ -309,22 +309,22 @@ def pack_subscribe(buf, pid, filters, t=SUBSCRIBE):
 
 # ---- reading bodies the client receives (body = buf[0:n], fixed header removed)
 
-def ack_id(ptype, body, n):
-    """The packet id of a PUBACK/PUBREC/PUBREL/PUBCOMP/UNSUBACK body."""
+def ack_id(t, b, n):
+    """The packet id of the body b of a PUBACK/PUBREC/PUBREL/PUBCOMP/UNSUBACK (type t)."""
     if n != 2:
-        fail_as(_ACK_LEN, ptype, n)
-    pid = body[0] << 8 | body[1]
+        fail_as(_ACK_LEN, t, n)
+    pid = b[0] << 8 | b[1]
     if pid == 0:
-        fail_as(_PID_ZERO, ptype)
+        fail_as(_PID_ZERO, t)
     return pid
 
 
-def connack_code(body, n):
-    """CONNACK body -> return code | session-present << 8 (codes named in reasons.CONNACK_REASONS)."""
+def connack_code(b, n):
+    """CONNACK body b -> return code | session-present << 8 (reasons.CONNACK_REASONS names codes)."""
     if n != 2:
         fail_as(_CONNACK_N, n)
-    flags = body[0]
-    rc = body[1]
+    flags = b[0]
+    rc = b[1]
     if flags & 0xFE:
         fail_as(_CONNACK_F, flags)
     if rc > 5:
@@ -334,27 +334,27 @@ def connack_code(body, n):
     return rc | flags << 8
 
 
-def suback_check(body, n):
-    """Packet id of a SUBACK body after checking every return code."""
+def suback_check(b, n):
+    """Packet id of a SUBACK body b after checking every return code."""
     if n < 3:
         fail_as(_SUBACK_N)
-    pid = body[0] << 8 | body[1]
+    pid = b[0] << 8 | b[1]
     if pid == 0:
         fail_as(_PID_ZERO, SUBACK)
     for k in range(2, n):
-        rc = body[k]
+        rc = b[k]
         if rc > 2 and rc != SUBACK_FAILURE:
             fail_as(_SUBACK_RC, rc)
     return pid
 
 
-def publish_fields(first, body, n):
-    """PUBLISH body -> (topic_end, packet_id, payload_start), all checked; the topic is
-    body[2:topic_end]. (The session reads these itself and calls this for the error of a
+def publish_fields(first, b, n):
+    """PUBLISH body b -> (topic_end, packet_id, payload_start), all checked; the topic is
+    b[2:topic_end]. (The session reads these itself and calls this for the error of a
     PUBLISH that is malformed, and check_pub_topic for a topic it has not seen.)"""
     if n < 2:
         fail_as(_PUB_SHORT)
-    tl = body[0] << 8 | body[1]
+    tl = b[0] << 8 | b[1]
     te = 2 + tl
     qos = first >> 1 & 3
     ps = te + (2 if qos else 0)
@@ -362,19 +362,19 @@ def publish_fields(first, body, n):
         fail_as(_PUB_TLEN, tl)
     if tl == 0:
         fail_as(_PUB_NOTOP)
-    check_pub_topic(body, 2, te)
+    check_pub_topic(b, 2, te)
     pid = 0
     if qos:
-        pid = body[te] << 8 | body[te + 1]
+        pid = b[te] << 8 | b[te + 1]
         if pid == 0:
             fail_as(_PUB_PID0, qos)
     return te, pid, ps
 
 
-def check_pub_topic(b, start, end):
-    """Raise CodecError unless b[start:end], a received topic name, is MQTT UTF-8 with no
+def check_pub_topic(b, i, end):
+    """Raise CodecError unless b[i:end], a received topic name, is MQTT UTF-8 with no
     wildcard (MQTT-3.3.2-2)."""
-    if check_utf8(b, start, end) < end:
+    if check_utf8(b, i, end) < end:
         fail_as(_PUB_WILD)
 
 
