@@ -285,10 +285,12 @@ def pack_subscribe(buf, pid, filters, t=SUBSCRIBE):
     for f in filters:
         if t == SUBSCRIBE:
             f, q = f
+            n += 1 + len(check_filter(f))
             if q != 0 and q != 1 and q != 2:
                 fail_as(_QOS_SUB, q)
-            n += 1
-        n += 2 + len(check_filter(f))
+        else:
+            n += len(check_filter(f))
+        n += 2
     i = _header(buf, t << 4 | 2, n)
     buf[i] = pid >> 8
     buf[i + 1] = pid & 255
