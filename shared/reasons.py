@@ -24,11 +24,12 @@ FLAG_RULES = ("§2.2.1", "MQTT-2.2.2-2", "MQTT-2.2.2-2", "", "MQTT-2.2.2-2", "MQ
               "MQTT-3.10.1-1", "MQTT-2.2.2-2", "MQTT-2.2.2-2", "MQTT-2.2.2-2",
               "MQTT-3.14.1-1", "§2.2.1")
 
-# One line per error: key, rule, message. wire.py names its errors by number, the line's
-# (the first 42; it defines each as _KEY = const(line)): append new lines, never insert. "%T", the first placeholder where it is used,
+# One line per error: key, rule, message. "%T", the first placeholder where it is used,
 # takes a packet type number and prints its name, "%F" a CONNECT field number (FIELDS);
-# rule "-" is worked out from that number (see text()), "." means none. One string, not a dict of tuples, because this table is
-# what an error costs while it is loaded.
+# rule "-" is worked out from that number (see text()), "." means none. One string, not a
+# dict of tuples, because this table is what an error costs while it is loaded. wire.py
+# names its errors by line number (_KEY = const(line), the first 42 lines), the other
+# modules by key: append new lines, never insert (a test ties wire's numbers to the lines).
 TEXT = """
 rsvd_type  §2.2.1        reserved packet type %d
 qos3       MQTT-3.3.1-4  PUBLISH with QoS 3
