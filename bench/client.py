@@ -71,7 +71,7 @@ class Counter:
         self.lock = threading.Lock()
         self.sock = socket.create_connection((broker.host, broker.port))
         buf = bytearray(256)
-        k = wire.pack_connect(buf, "bench-counter-%d" % os.getpid(), True, 0)
+        k = wire.pack_connect(buf, b"bench-counter-%d" % os.getpid(), True, 0)
         k = k + wire.pack_subscribe(memoryview(buf)[k:], 1, ((b"bench/out", 0),))
         self.sock.sendall(bytes(buf[:k]))
         self.reader = PacketReader(4096)

@@ -48,8 +48,8 @@ except ImportError:
     from .cpython import const, ticks_diff
 
 from .codec import wire
-from .codec.errors import CodecError
-from .codec.topics import check_filter, check_name
+from .codec.wire import CodecError
+from .codec.wire import check_filter, check_name
 from .errors import MQTTException, ConnectRefused, QueueFull, ProtocolError, say
 
 DISCONNECTED = const(0)

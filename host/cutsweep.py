@@ -257,7 +257,7 @@ def _ack(t, pid):
 
 def _in_publish(pid, j, dup):
     b = bytearray(32)
-    n = wire.pack_publish(b, _IN_TOPIC, b"in%d" % j, 2, False, dup, pid)
+    n = wire.put_publish(b, _IN_TOPIC, b"in%d" % j, 2, False, dup, pid)
     return bytes(b[:n])
 
 

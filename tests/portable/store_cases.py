@@ -38,7 +38,7 @@ def ack(t, pid):
 
 def inbound_publish(pid, j):
     b = bytearray(32)
-    n = wire.pack_publish(b, b"in/t", b"in%d" % j, 2, False, False, pid)
+    n = wire.put_publish(b, b"in/t", b"in%d" % j, 2, False, False, pid)
     return bytes(b[:n])
 
 
