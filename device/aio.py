@@ -6,12 +6,19 @@
 import asyncio
 
 try:
+    from micropython import const
     from time import ticks_ms, ticks_diff
 except ImportError:
-    from .cpython import ticks_ms, ticks_diff
+    from .cpython import const, ticks_ms, ticks_diff
 
 from .session import Session, CONNECTING, CONNECTED, DISCONNECTED
 from .errors import MQTTException, Timeout, NotConnected, SubscribeRefused, say
+
+# errors, by their line in reasons.TEXT (a number costs a board no interned name)
+_CLOSED = const(14)
+_NOT_CONN = const(10)
+_SUB_REFUSE = const(12)
+_TIMEOUT = const(13)
 
 
 class AsyncClient(Session):
@@ -58,7 +65,7 @@ class AsyncClient(Session):
         with wait=False at once (on_delivered(pid) tells, and while a reconnect is under
         way the message waits in the queue or the store)."""
         if self.state != CONNECTED and self._retry_task is None:
-            raise self._fatal or NotConnected(say("not_conn"))
+            raise self._fatal or NotConnected(say(_NOT_CONN))
         if type(msg) is not bytes:
             msg = msg.encode() if isinstance(msg, str) else bytes(msg)
         pid = Session.publish(self, topic, msg, qos, retain)
@@ -77,7 +84,7 @@ class AsyncClient(Session):
             raise
         rc = self.sub_result(pid)
         if rc & 0x80:
-            raise SubscribeRefused(say("sub_refuse", topic))
+            raise SubscribeRefused(say(_SUB_REFUSE, topic))
         return rc
 
     async def unsubscribe(self, topic):
@@ -126,7 +133,7 @@ class AsyncClient(Session):
                     await self._open()
                     if self.state == CONNECTED:
                         return
-                    why = self._error or NotConnected(say("not_conn"))  # lost before CONNACK
+                    why = self._error or NotConnected(say(_NOT_CONN))  # lost before CONNACK
                 except Exception as e:
                     why = e
                 if self._next < 0:  # lost() was not asked yet (say, the TCP connect failed)
@@ -150,10 +157,10 @@ class AsyncClient(Session):
             if self._fatal is not None:
                 raise self._fatal
             if (strict or self._retry_task is None) and (self._error is not None or self.state == DISCONNECTED):
-                raise self._error or NotConnected(say("not_conn"))
+                raise self._error or NotConnected(say(_NOT_CONN))
             left = self.timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
-                raise Timeout(say("timeout", self.timeout_ms))
+                raise Timeout(say(_TIMEOUT, self.timeout_ms))
             try:
                 await asyncio.wait_for(self._ev.wait(), left / 1000)
             except asyncio.TimeoutError:
@@ -201,7 +208,7 @@ class AsyncClient(Session):
                     buf[:n] = data
                 if not n:
                     self.eof = True
-                    raise OSError(104, say("closed"))
+                    raise OSError(104, say(_CLOSED))
                 self.received(n, ticks_ms())
                 await self._flush()
         except asyncio.CancelledError:

@@ -6,12 +6,20 @@ import socket
 import select
 
 try:
+    from micropython import const
     from time import ticks_ms, ticks_diff, ticks_add, sleep_ms
 except ImportError:
-    from .cpython import ticks_ms, ticks_diff, ticks_add, sleep_ms
+    from .cpython import const, ticks_ms, ticks_diff, ticks_add, sleep_ms
 
 from .session import Session, CONNECTING, CONNECTED, DISCONNECTED
 from .errors import MQTTException, Timeout, NotConnected, SubscribeRefused, say
+
+# errors, by their line in reasons.TEXT (a number costs a board no interned name)
+_CLOSED = const(14)
+_NO_CB = const(11)
+_NOT_CONN = const(10)
+_SUB_REFUSE = const(12)
+_TIMEOUT = const(13)
 
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT
@@ -82,7 +90,7 @@ class MQTTClient(Session):
             # str as UTF-8; a bytearray or memoryview is copied: a caller may reuse its buffer
             msg = msg.encode() if isinstance(msg, str) else bytes(msg)
         if block and self.state != CONNECTED and not self.reconnect:
-            raise NotConnected(say("not_conn"))
+            raise NotConnected(say(_NOT_CONN))
         if not qos and self.sock and self._txo >= self._txn:
             # nothing queued or due ahead of it: written now, past the queue (a sensor loop's
             # usual case; this path costs no more than umqtt.simple's publish)
@@ -114,7 +122,7 @@ class MQTTClient(Session):
     def subscribe(self, topic, qos=0):
         """Subscribe and wait for SUBACK -> the QoS granted; SubscribeRefused if refused."""
         if self.cb is None:
-            raise MQTTException(say("no_cb"))
+            raise MQTTException(say(_NO_CB))
         pid = Session.subscribe(self, topic, qos)
         try:
             self._wait(4, pid, self.timeout_ms)
@@ -123,7 +131,7 @@ class MQTTClient(Session):
             raise
         rc = self.sub_result(pid)
         if rc & 0x80:
-            raise SubscribeRefused(say("sub_refuse", topic))
+            raise SubscribeRefused(say(_SUB_REFUSE, topic))
         return rc
 
     def unsubscribe(self, topic):
@@ -194,7 +202,7 @@ class MQTTClient(Session):
         if not self.sock:
             if self.reconnect and self._up_at >= 0:
                 return self._retry(timeout_ms)
-            raise NotConnected(say("not_conn"))
+            raise NotConnected(say(_NOT_CONN))
         try:
             now = ticks_ms()
             wait = self.tick(now)
@@ -224,7 +232,7 @@ class MQTTClient(Session):
                 n = self._recv(self.rx())
                 if n == 0:
                     self.eof = True
-                    raise OSError(104, say("closed"))
+                    raise OSError(104, say(_CLOSED))
                 if n:
                     self.received(n, ticks_ms())
             self._flush(ticks_ms())
@@ -265,7 +273,7 @@ class MQTTClient(Session):
                    self.sub_result(arg) >= 0):
             left = timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
-                raise Timeout(say("timeout", timeout_ms))
+                raise Timeout(say(_TIMEOUT, timeout_ms))
             self.loop(left)
 
     def _flush(self, now):

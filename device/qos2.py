@@ -19,6 +19,12 @@ except ImportError:
 from .codec import wire
 from .errors import MQTTException, say
 
+# errors, by their line in reasons.TEXT (a number costs a board no interned name)
+_RX_MEM = const(25)
+
+# packet types (the codec's wire.CONNACK..., as constants of this module: no lookups)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
 _N = const(32)
 
 
@@ -30,10 +36,10 @@ def setup(s):
 
 def ack(s, t, pid):
     # PUBREC, PUBREL or PUBCOMP, received
-    if t == wire.PUBREL:
+    if t == _PUBREL:
         forget(s, pid)
-        s._flow(wire.PUBCOMP, pid)
-    elif t == wire.PUBCOMP:
+        s._flow(_PUBCOMP, pid)
+    elif t == _PUBCOMP:
         s._complete(pid, t)
     else:
         for k in range(s._n):
@@ -45,7 +51,7 @@ def ack(s, t, pid):
                     s._st.received(s, s._m[i])
                 break
         # ours or not, PUBREL answers it (for another's, so the broker can finish: Paho)
-        s._flow(wire.PUBREL, pid)
+        s._flow(_PUBREL, pid)
 
 
 def take(s, pid):
@@ -66,7 +72,7 @@ def take(s, pid):
         try:
             part = s._xb[pid >> 12] = bytearray(512)
         except MemoryError:  # not acknowledged: the broker delivers it again later
-            raise MQTTException(say("rx_mem", pid))
+            raise MQTTException(say(_RX_MEM, pid))
     part[pid >> 3 & 511] |= 1 << (pid & 7)
     return False
 

@@ -13,11 +13,15 @@ try:
 except ImportError:  # a port built without random
     from .cpython import getrandbits
 try:
+    from micropython import const
     from time import ticks_diff
 except ImportError:
-    from .cpython import ticks_diff
+    from .cpython import const, ticks_diff
 
 from .errors import MQTTException, ConnectRefused, say
+
+# errors, by their line in reasons.TEXT (a number costs a board no interned name)
+_TAKEN_OVER = const(16)
 
 
 class SessionTakenOver(MQTTException):
@@ -52,7 +56,7 @@ def retry(s, why):
         raise why
     if s._kicks_max and s._kicks >= s._kicks_max:
         s.reconnect = False
-        raise SessionTakenOver(say("taken_over", s._kicks, s.client_id))
+        raise SessionTakenOver(say(_TAKEN_OVER, s._kicks, s.client_id))
     d, wait = backoff(s._delay, s._lo, s._hi, getrandbits(16))
     s._delay = d
     s._attempt += 1

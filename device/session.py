@@ -52,6 +52,43 @@ from .codec.wire import CodecError
 from .codec.wire import check_filter, check_name
 from .errors import MQTTException, ConnectRefused, QueueFull, ProtocolError, say
 
+# errors, by their line in reasons.TEXT (a number costs a board no interned name)
+_ACKS_FULL = const(28)
+_FIRST_PKT = const(21)
+_HALF_PKT = const(24)
+_INFLIGHT_Q = const(1)
+_MALFORMED = const(20)
+_NO_CONNACK = const(17)
+_NO_PID = const(7)
+_NO_PONG = const(18)
+_PONG_BODY = const(22)
+_PW_NO_USER = const(2)
+_QOS = const(3)
+_QUEUE_FULL = const(6)
+_REFUSED = const(15)
+_STALLED = const(19)
+_STRAY_ACK = const(27)
+_SUBACK_CNT = const(26)
+_SUBS_FULL = const(8)
+_TOO_BIG = const(5)
+_UNEXPECTED = const(23)
+_WILL_TOPIC = const(4)
+
+# packet types (the codec's wire.CONNACK..., as constants of this module: no lookups)
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBREC = const(5)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
+_SUBSCRIBE = const(8)
+_SUBACK = const(9)
+_UNSUBSCRIBE = const(10)
+_UNSUBACK = const(11)
+_PINGREQ = const(12)
+_PINGRESP = const(13)
+_DISCONNECT = const(14)
+
 DISCONNECTED = const(0)
 CONNECTING = const(1)
 CONNECTED = const(2)
@@ -93,9 +130,9 @@ class Session:
                  max_inflight=10, queue_size=16, max_packet=1024, max_subscriptions=8, drop_oldest=False,
                  timeout=10, reconnect=False, backoff_min=1, backoff_max=128, takeover_kicks=3, store=None):
         if max_inflight < 1 or queue_size < max_inflight:
-            raise ValueError(say("inflight_q"))
+            raise ValueError(say(_INFLIGHT_Q))
         if password is not None and user is None:
-            raise ValueError(say("pw_no_user"))
+            raise ValueError(say(_PW_NO_USER))
         self.client_id = _bytes(client_id)
         self.username = _bytes(user)
         self.password = _bytes(password)
@@ -157,9 +194,9 @@ class Session:
     def set_last_will(self, topic, msg, retain=False, qos=0):
         topic = _bytes(topic)
         if qos < 0 or qos > 2:
-            raise ValueError(say("qos"))
+            raise ValueError(say(_QOS))
         if not topic:
-            raise ValueError(say("will_topic"))
+            raise ValueError(say(_WILL_TOPIC))
         self.will = (topic, _bytes(msg), qos, bool(retain))
 
     def publish(self, topic, msg, qos=0, retain=False):
@@ -172,11 +209,11 @@ class Session:
             self._pub_topic = topic
         if qos != 0 and qos != 1:
             if qos != 2:
-                raise ValueError(say("qos"))
+                raise ValueError(say(_QOS))
             self.need_qos2()
         n = len(topic) + len(msg) + 4
         if n + 5 > len(self.tx) and 1 + wire.varint_size(n) + n > len(self.tx):
-            raise ValueError(say("too_big", n, len(self.tx)))
+            raise ValueError(say(_TOO_BIG, n, len(self.tx)))
         if qos and self.store is not None:
             # on flash before publish() returns: from now on it survives a reset
             pid = self._new_pid()
@@ -186,7 +223,7 @@ class Session:
         full = len(self._f) - (self.max_inflight if self.store is not None else 0)
         used = self._queued + (self.inflight if self.store is None else 0)
         if used >= full and not (self.drop_oldest and self._dr.drop(self)):
-            raise QueueFull(say("queue_full", used))
+            raise QueueFull(say(_QUEUE_FULL, used))
         if self._n == len(self._f):
             self._compact()
         pid = self._new_pid() if qos else 0
@@ -216,7 +253,7 @@ class Session:
         topic_filter = _bytes(topic_filter)
         check_filter(topic_filter)
         if qos < 0 or qos > 2:
-            raise ValueError(say("qos"))
+            raise ValueError(say(_QOS))
         if qos == 2:
             self.need_qos2()
         free = -1
@@ -228,7 +265,7 @@ class Session:
                 free = i
         else:
             if free < 0:
-                raise MQTTException(say("subs_full", len(self._sf)))
+                raise MQTTException(say(_SUBS_FULL, len(self._sf)))
             i = free
             self._sf[i] = topic_filter
         if state == _S_SUB:
@@ -355,7 +392,7 @@ class Session:
             try:
                 x = wire.frame(b, p, e, len(b))
             except CodecError as err:
-                raise ProtocolError(say("malformed", err))
+                raise ProtocolError(say(_MALFORMED, err))
             i = p + (x & 7)
             n = x >> 3
             if x < 0 or i + n > e:
@@ -373,7 +410,7 @@ class Session:
             v = self.rx()
             k = min(len(v), len(data) - i)
             if not k:
-                raise ProtocolError(say("acks_full"))
+                raise ProtocolError(say(_ACKS_FULL))
             v[:k] = data[i : i + k]
             i += k
             self.received(k, now)
@@ -392,22 +429,22 @@ class Session:
         tx = self.tx
         if st == CLOSING:
             self.state = DISCONNECTED
-            return wire.pack_empty(tx, wire.DISCONNECT)
+            return wire.pack_empty(tx, _DISCONNECT)
         if st != CONNECTED:
             return 0
         if self._ping_at == _PING_DUE:
             self._ping_at = now
-            return wire.pack_empty(tx, wire.PINGREQ)
+            return wire.pack_empty(tx, _PINGREQ)
         while self._fc:
             f = self._fl[self._fh]
             self._fh = (self._fh + 1) % len(self._fl)
             self._fc -= 1
             t = f >> 16
             i = f & 0xFFFF
-            if t == wire.SUBSCRIBE or t == wire.UNSUBSCRIBE:
-                if self._ss[i] == (_S_SUB if t == wire.SUBSCRIBE else _S_UNSUB):  # else superseded
+            if t == _SUBSCRIBE or t == _UNSUBSCRIBE:
+                if self._ss[i] == (_S_SUB if t == _SUBSCRIBE else _S_UNSUB):  # else superseded
                     self._ss[i] += 1  # the ack is awaited
-                    if t == wire.SUBSCRIBE:
+                    if t == _SUBSCRIBE:
                         return wire.pack_subscribe(tx, self._sp[i], ((self._sf[i], self._sq[i]),))
                     return wire.pack_unsubscribe(tx, self._sp[i], (self._sf[i],))
             else:
@@ -419,7 +456,7 @@ class Session:
                 self._f[s] = f ^ _RESEND
                 self._c += 1
                 if f & _STATE == _RECEIVED:
-                    return wire.pack_ack(tx, wire.PUBREL, self._p[s])
+                    return wire.pack_ack(tx, _PUBREL, self._p[s])
                 return self._put(s, f, True)
             if f & _STATE == _QUEUED:
                 if f & 3 and self.inflight >= self.max_inflight:
@@ -445,7 +482,7 @@ class Session:
         if st == CONNECTING:
             left = self.timeout_ms - ticks_diff(now, self.last_out)
             if left <= 0:
-                raise MQTTException(say("no_connack", self.timeout_ms))
+                raise MQTTException(say(_NO_CONNACK, self.timeout_ms))
             return left
         if st != CONNECTED:
             return 60000
@@ -455,7 +492,7 @@ class Session:
             # stops half-way through one is dead (waiting for the next packet may be endless).
             wait = self.timeout_ms - ticks_diff(now, self.last_in)
             if wait <= 0:
-                raise MQTTException(say("half_pkt", self.timeout_ms))
+                raise MQTTException(say(_HALF_PKT, self.timeout_ms))
         if not self.keepalive:
             return wait
         k = self.keepalive * 1000
@@ -463,11 +500,11 @@ class Session:
             # a PINGREQ is out: alive only if something arrived since it was written
             since = ticks_diff(now, self._ping_at)
             if ticks_diff(self.last_in, self._ping_at) < 0 and since >= k + _DELTA:
-                raise MQTTException(say("no_pong", self.keepalive))
+                raise MQTTException(say(_NO_PONG, self.keepalive))
             return min(wait, max(1, k + _DELTA - since))
         out = ticks_diff(now, self.last_out)
         if out >= 2 * k:
-            raise MQTTException(say("stalled", self.keepalive))
+            raise MQTTException(say(_STALLED, self.keepalive))
         idle = max(out, ticks_diff(now, self.last_in))
         if idle >= k - _DELTA:
             self._ping_at = _PING_DUE
@@ -480,44 +517,44 @@ class Session:
         t = first >> 4
         b = self._rb
         if self.state == CONNECTING:
-            if t != wire.CONNACK:
-                raise ProtocolError(say("first_pkt", t))
+            if t != _CONNACK:
+                raise ProtocolError(say(_FIRST_PKT, t))
             c = self._check(wire.connack_code, i, n)
             if c & 255:
                 self.state = DISCONNECTED
                 from .codec.reasons import CONNACK_REASONS
 
-                raise ConnectRefused(c & 255, say("refused", CONNACK_REASONS[c & 255], c & 255))
+                raise ConnectRefused(c & 255, say(_REFUSED, CONNACK_REASONS[c & 255], c & 255))
             self._connected(c >> 8)
-        elif t == wire.PUBLISH:
+        elif t == _PUBLISH:
             self._publish_in(first, i, n)
-        elif t == wire.PINGRESP:
+        elif t == _PINGRESP:
             if n:
-                raise ProtocolError(say("pong_body"))
+                raise ProtocolError(say(_PONG_BODY))
             self._ping_at = -1
-        elif t == wire.SUBACK:
+        elif t == _SUBACK:
             pid = self._check(wire.suback_check, i, n)
             if n != 3:  # one return code per filter, and a SUBSCRIBE carries one (MQTT-3.8.4-5)
-                raise ProtocolError(say("suback_cnt", n - 2))
+                raise ProtocolError(say(_SUBACK_CNT, n - 2))
             self._acked(pid, _S_SUBACK, b[i + 2])
-        elif t > wire.PUBCOMP and t != wire.UNSUBACK or t < wire.PUBACK:
-            raise ProtocolError(say("unexpected", t))  # CONNACK again, or a client's packet
+        elif t > _PUBCOMP and t != _UNSUBACK or t < _PUBACK:
+            raise ProtocolError(say(_UNEXPECTED, t))  # CONNACK again, or a client's packet
         else:  # an ack: PUBACK, PUBREC, PUBREL, PUBCOMP, UNSUBACK
             pid = b[i] << 8 | b[i + 1] if n == 2 else 0
             if not pid:
                 self._check(wire.ack_id, i, n, t)  # raises what is wrong with it
-            if t == wire.PUBACK:
+            if t == _PUBACK:
                 self._complete(pid, t)
-            elif t == wire.UNSUBACK:
+            elif t == _UNSUBACK:
                 self._acked(pid, _S_UNSUBACK, 0)
             elif self._q2:
                 self._q2.ack(self, t, pid)
-            elif t == wire.PUBREC:  # not a message of ours: answer so the broker can finish
-                self._flow(wire.PUBREL, pid)
-            elif t == wire.PUBREL:
-                self._flow(wire.PUBCOMP, pid)
+            elif t == _PUBREC:  # not a message of ours: answer so the broker can finish
+                self._flow(_PUBREL, pid)
+            elif t == _PUBREL:
+                self._flow(_PUBCOMP, pid)
             else:
-                raise ProtocolError(say("stray_ack", t, pid))
+                raise ProtocolError(say(_STRAY_ACK, t, pid))
 
     def _check(self, f, i, n, *a):
         # a codec parser on the body _rb[i:i+n] (a view: these packets are rare), its error a
@@ -525,7 +562,7 @@ class Session:
         try:
             return f(*(a + (self._rmv[i : i + n], n)))
         except CodecError as e:
-            raise ProtocolError(say("malformed", e))
+            raise ProtocolError(say(_MALFORMED, e))
 
     def _acked(self, pid, state, rc):
         # SUBACK (its return code rc) or UNSUBACK, for the entry awaiting it
@@ -554,7 +591,7 @@ class Session:
             try:
                 wire.check_pub_topic(topic, 0, te - i - 2)
             except CodecError as err:
-                raise ProtocolError(say("malformed", err))
+                raise ProtocolError(say(_MALFORMED, err))
             self._rx_topic = topic
         # Exactly once (MQTT-4.3.3-2): the ids of QoS 2 messages delivered are kept until
         # their PUBREL, so that a repeat is answered and not delivered again (qos2.py, loaded
@@ -562,11 +599,11 @@ class Session:
         # session that never asked for it (aedes) breaks MQTT-3.8.4-6: its messages are
         # delivered and answered all the same, without the table.
         if qos == 2 and self._q2 and self._q2.take(self, pid):
-            self._flow(wire.PUBREC, pid)  # a repeat of one delivered and not yet released
+            self._flow(_PUBREC, pid)  # a repeat of one delivered and not yet released
             return
         msg = bytes(self._rmv[ps:e])
         if qos:
-            self._flow(wire.PUBACK if qos == 1 else wire.PUBREC, pid)
+            self._flow(_PUBACK if qos == 1 else _PUBREC, pid)
         # The ack is queued already; if the application raises, take it back so the message
         # is not acknowledged, and let the exception end the connection (MQTT-4.8.0-2).
         k = self._fc
@@ -601,14 +638,14 @@ class Session:
             # PUBACK completes a WRITTEN message: QoS 1, or QoS 2 still awaiting PUBREC from a
             # broker that downgrades QoS 2 to 1 (RabbitMQ: it has it at least once and would
             # never answer a PUBREL); PUBCOMP completes a RECEIVED one.
-            if self._p[s] == pid and self._f[s] & _STATE == (_WRITTEN if t == wire.PUBACK else _RECEIVED):
+            if self._p[s] == pid and self._f[s] & _STATE == (_WRITTEN if t == _PUBACK else _RECEIVED):
                 self._release(s)
                 self._advance()
                 self._wake()
                 if self.on_delivered:
                     self.on_delivered(pid)
                 return
-        raise ProtocolError(say("stray_ack", t, pid))
+        raise ProtocolError(say(_STRAY_ACK, t, pid))
 
     # ---- helpers
 
@@ -658,14 +695,14 @@ class Session:
     def _flow(self, t, v):
         fl = self._fl
         if self._fc == len(fl):
-            raise ProtocolError(say("acks_full"))
+            raise ProtocolError(say(_ACKS_FULL))
         fl[(self._fh + self._fc) % len(fl)] = t << 16 | v
         self._fc += 1
 
     def _sub_queue(self, i, state):
         self._ss[i] = state
         self._sp[i] = pid = self._new_pid()
-        self._flow(wire.SUBSCRIBE if state == _S_SUB else wire.UNSUBSCRIBE, i)
+        self._flow(_SUBSCRIBE if state == _S_SUB else _UNSUBSCRIBE, i)
         return pid
 
     def _new_pid(self):
@@ -676,7 +713,7 @@ class Session:
             if not self.in_flight(p) and self.sub_result(p) >= 0:
                 self._last_pid = p
                 return p
-        raise QueueFull(say("no_pid"))
+        raise QueueFull(say(_NO_PID))
 
     def _wake(self):
         # something a waiter may be waiting for happened (aio.py wakes its tasks)

@@ -25,6 +25,9 @@ except ImportError:
 
 from .errors import MQTTException
 
+# errors, by their line in reasons.TEXT (a number costs a board no interned name)
+_STORE_ARG = const(9)
+
 
 class StoreFull(MQTTException):
     """The message store has no room; what it holds is kept. Connect, or publish less."""
@@ -51,7 +54,7 @@ def open_store(store):
         return RingStore(store)
     from .errors import say
 
-    raise ValueError(say("store_arg"))
+    raise ValueError(say(_STORE_ARG))
 
 
 # ---- the session's side (s is the Session)

@@ -19,7 +19,7 @@ NUMBERED = (r"fail_as\(_([A-Z0-9_]+)", r"fail_as\(_\w+ if [^\n]* else _([A-Z0-9_
 # (table, source folder, the calls that name a key)
 TABLES = {
     "codec": (reasons.TEXT, "shared", (r'fail_as\("(\w+)"',) + NUMBERED),
-    "client": (client_reasons.TEXT, "device", (r'\bsay\("(\w+)"',)),
+    "client": (client_reasons.TEXT, "device", (r'\bsay\("(\w+)"', r"\bsay\(_([A-Z0-9_]+)")),
 }
 
 
@@ -35,7 +35,7 @@ def keys_used(which):
         if name.endswith(".py"):
             src = source(folder, name)
             for p in patterns:
-                used |= set(k.lower() if p in NUMBERED else k for k in re.findall(p, src))
+                used |= set(k.lower() if "A-Z" in p else k for k in re.findall(p, src))
     return used
 
 
@@ -53,8 +53,19 @@ def test_every_key_raised_has_a_line_and_every_line_is_used(which):
     assert keys_used(which) == set(table(which))
 
 
-def line_number(key):
-    return [line.split()[0] for line in reasons.TEXT.strip("\n").split("\n")].index(key) + 1
+def line_number(key, text=reasons.TEXT):
+    return [line.split()[0] for line in text.strip("\n").split("\n")].index(key) + 1
+
+
+def test_the_client_names_each_error_by_the_number_of_its_line_and_holds_no_key_string():
+    for name in sorted(os.listdir(os.path.join(ROOT, "device"))):
+        if not name.endswith(".py"):
+            continue
+        src = source("device", name)
+        numbers = {k.lower(): int(n) for k, n in re.findall(r"^_([A-Z0-9_]+) = const\((\d+)\)", src, re.M)}
+        for key in {k.lower() for k in re.findall(r"\bsay\(_([A-Z0-9_]+)", src)}:
+            assert numbers[key] == line_number(key, client_reasons.TEXT), (name, key)
+        assert not re.findall(r'\bsay\("', src), name
 
 
 def test_wire_names_each_error_by_the_number_of_its_line_and_holds_no_key_string():
