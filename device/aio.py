@@ -195,10 +195,6 @@ class AsyncClient(Session):
         r = self._r
         try:
             while self._r is r:  # until this link is shut down
-                if not self.room():
-                    await self._flush()  # the acks waiting go out before more is taken
-                    self.received(0, ticks_ms())
-                    continue
                 buf = self.rx()
                 if hasattr(r, "readinto"):
                     n = await r.readinto(buf)
@@ -210,7 +206,13 @@ class AsyncClient(Session):
                     self.eof = True
                     raise OSError(104, say(_CLOSED))
                 self.received(n, ticks_ms())
-                await self._flush()
+                # The acks go out; then the packets already read that waited for room for
+                # theirs (backpressure: nothing more is read until they are all taken).
+                k = -1
+                while k != self._handled:
+                    k = self._handled
+                    await self._flush()
+                    self.received(0, ticks_ms())
         except asyncio.CancelledError:
             raise
         except Exception as e:
