@@ -256,7 +256,7 @@ class Updater:
                 self.ask()
 
 
-def _jstr(s, limit=160):
+def _jstr(s, limit=200):
     # printable ASCII without quotes or backslashes: its JSON is its length + 2, so the
     # record's buffer is sure to hold it
     s = "".join(c if " " <= c <= "~" and c != '"' and c != "\\" else "?" for c in str(s)[:limit])

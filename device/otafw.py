@@ -139,10 +139,10 @@ class FirmwareTarget:
         """Back to the image the last update replaced. It boots on trial too: ESP-IDF's
         bootloader would otherwise return to the newer image at the next reset."""
         p = st["prev"]
-        cur = {"kind": "firmware", "label": running_label(), "app": st.get("app"), "version": st.get("version"),
-               "sha": st.get("sha")}
-        st["trial"] = {"kind": "firmware", "version": p.get("version"), "sha": p.get("sha"), "label": p["label"],
-                       "set": False, "boots": 0, "revert": st.get("version")}
+        cur = {"kind": "firmware", "label": running_label(), "app": st.get("app"),
+               "version": st.get("version"), "sha": st.get("sha")}
+        st["trial"] = {"kind": "firmware", "version": p.get("version"), "sha": p.get("sha"),
+                       "label": p["label"], "set": False, "boots": 0, "revert": st.get("version")}
         st["version"], st["sha"], st["prev"] = p.get("version"), p.get("sha"), cur
         save()
         esp32.Partition(p["label"]).set_boot()

@@ -250,7 +250,7 @@ def finish(u):
         return fail(u, FAILED, Failed("io", m["version"], e, "reading back at %d" % pos))
     got = binascii.hexlify(h.digest()).decode()
     if got != m["sha256"]:
-        return fail(u, FAILED, Failed("sha256", m["version"], pos, got[:16], m["sha256"][:16]))
+        return fail(u, FAILED, Failed("sha256", m["version"], pos, got[:12], m["sha256"][:12]))
     u.states.save("dl", {"m": m, "verified": True})
     st = u.st
     if not st.get("version"):

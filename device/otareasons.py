@@ -7,9 +7,9 @@ board     . release %s is for board kind %r; this board is %r
 kind      . release %s is a %s update, which this board cannot take: %s
 space     . release %s needs %d bytes; %s has %d
 packet    . max_packet %d leaves no room for update chunks on topic %s; give the client a larger max_packet
-truncated . the update service ended release %s at %d bytes; the manifest says %d (a truncated image, or a wrong size in the manifest); nothing switched
+truncated . the update service ended release %s at %d bytes, the manifest says %d (a truncated image, or a wrong size); nothing switched
 past_end  . a chunk of release %s runs to byte %d, past the %d bytes of its manifest (a wrong size in the manifest); nothing switched
-sha256    . release %s: the SHA-256 of the %d bytes received is %s..., the manifest says %s... (a corrupted chunk or image); nothing switched, the download starts over at the next offer
+sha256    . release %s: the SHA-256 of the %d bytes received is %s..., the manifest says %s... (corrupted on the way, or in the image); nothing switched
 bundle    . release %s is not a well-formed app bundle: %s; nothing switched
 image     . release %s: the firmware image does not verify (%s); nothing switched
 io        . release %s: flash error (%s) while %s; nothing switched

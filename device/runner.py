@@ -107,7 +107,7 @@ def main(path="config.json"):
         import app
     except ImportError:
         app = None
-    wifi = (cfg.get("wifi_ssid"), cfg.get("wifi_password", ""))
+    wifi = (cfg.get("wifi_ssid"), cfg.get("wifi_password", ""), cfg.get("wifi_timeout_ms", 20000))
     while True:
         try:
             if not wifi[0] or board.wlan_connect(*wifi):

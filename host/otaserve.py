@@ -93,8 +93,8 @@ class UpdateService:
         c.loop_start()
         if not self._ready.wait(timeout) or self.error:
             self.stop()
-            raise ServiceError("broker %s:%d: %s" % (self.host, self.port, self.error or "no SUBACK within %s s"
-                                                     % timeout))
+            why = self.error or "no SUBACK within %s s" % timeout
+            raise ServiceError("broker %s:%d: %s" % (self.host, self.port, why))
         return self
 
     def stop(self):

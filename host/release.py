@@ -88,12 +88,14 @@ def bundle(version, app_files=(), mpy=True, arch=None, extra=None):
         for path in app_files:
             name = os.path.basename(path)
             if name in ("boot.py", "main.py"):
-                raise ReleaseError("%s stays on the board (it picks the app); leave it out of the bundle" % name)
+                raise ReleaseError("%s stays on the board (it picks the app): leave it out of the bundle"
+                                   % name)
             if not os.path.isfile(path):
                 raise ReleaseError("no such app file: %s" % path)
             if mpy and name.endswith(".py"):
                 dst = os.path.join(out, name[:-3] + ".mpy")
-                cmd = [build.mpy_cross_command(), "-o", dst, "-s", name] + (["-march=" + arch] if arch else [])
+                cmd = [build.mpy_cross_command(), "-o", dst, "-s", name]
+                cmd += ["-march=" + arch] if arch else []
                 r = subprocess.run(cmd + [path], capture_output=True, text=True)
                 if r.returncode:
                     raise ReleaseError("mpy-cross failed on %s: %s" % (path, r.stderr.strip()))
@@ -177,4 +179,5 @@ class Release:
             raise ReleaseError("%s: %s" % (path, e))
 
     def __repr__(self):
-        return "Release(%s %s, %d bytes, sha256 %s...)" % (self.kind, self.version, self.size, self.sha256[:12])
+        return "Release(%s %s, %d bytes, sha256 %s...)" % (self.kind, self.version, self.size,
+                                                          self.sha256[:12])

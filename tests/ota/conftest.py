@@ -94,7 +94,8 @@ def ota_service(request, hil_broker, hil_ca):
     if hil_ca is not None:
         cert, key = request.getfixturevalue("host_credentials")("operator")
         kw = dict(tls_ca=hil_ca.cert_path, tls_cert=cert, tls_key=key)
-    s = UpdateService(hil_broker[0], hil_broker[1], client_id="ota-test-%d-%d" % (os.getpid(), next(_ids)), **kw)
+    s = UpdateService(hil_broker[0], hil_broker[1], client_id="ota-test-%d-%d" % (os.getpid(), next(_ids)),
+                      **kw)
     s.start()
     yield s
     s.stop()
