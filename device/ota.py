@@ -106,6 +106,7 @@ class Updater:
         self.verify_due = False
         self.restart_due = False
         self.held = None           # an offer held while a release is on trial
+        self.log = print           # what it tells the console (a simulator silences it)
         if states is None:
             from .otastate import FileStates
             states = FileStates()
@@ -193,7 +194,7 @@ class Updater:
         try:
             self.send(self.t_get, r)
         except Exception as e:  # noqa: BLE001 - offline, a full queue: the timer asks again
-            print("ota: request not sent:", e)
+            self.log("ota: request not sent:", e)
 
     def _chunk(self, msg):
         tag = self.tag

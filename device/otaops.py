@@ -114,7 +114,7 @@ def fail(u, state, e, version=None):
     u.m = None
     u.tag = None
     u.verify_due = False
-    print("ota:", e)
+    u.log("ota:", e)
     u.show(state, v, getattr(e, "code", "io"), str(e))
     u.tell()
 
@@ -148,7 +148,7 @@ def withdrawn(u):
         u.m = None
         u.tag = None
         u.show(CANCELLED, v)
-        print("ota: release %s withdrawn" % v)
+        u.log("ota: release %s withdrawn" % v)
         u.tell()
 
 
@@ -204,7 +204,7 @@ def install(u, m):
     u.show(DOWNLOADING, m["version"])
     u.size = m["size"]
     u.done = done
-    print("ota: release %s (%s, %d bytes) %s at %d" % (m["version"], m["kind"], m["size"],
+    u.log("ota: release %s (%s, %d bytes) %s at %d" % (m["version"], m["kind"], m["size"],
                                                       "resumes" if done else "starts", done))
     if (resume and old.get("verified")) or done == m["size"]:
         u.verify_due = True
@@ -267,7 +267,7 @@ def finish(u):
     u.target.discard()
     u.states.remove("dl")
     u.target = None
-    print("ota: release %s switched; restarting into it" % m["version"])
+    u.log("ota: release %s switched; restarting into it" % m["version"])
     u.show(APPLIED, m["version"])
     u.tell()
     restart(u)
@@ -295,7 +295,7 @@ def confirm(u):
         st["last"] = {"state": "confirmed", "version": t.get("version"), "sha": t.get("sha")}
     u.states.save("boot", st)
     last = st["last"]
-    print("ota: release %s confirmed" % t.get("version"))
+    u.log("ota: release %s confirmed" % t.get("version"))
     if last["state"] == "confirmed":
         u.show(CONFIRMED, last["version"])
     else:
@@ -328,6 +328,6 @@ def revert(u, m):
         st["last"] = {"state": "rolled_back", "version": gone, "sha": None, "reason": reason}
         save()
     u.show(ROLLED_BACK, gone, "ordered", reason)
-    print("ota: back to %s, as ordered" % m["version"])
+    u.log("ota: back to %s, as ordered" % m["version"])
     u.tell()
     u.restart_due = True      # from step(): not inside the client's callback
