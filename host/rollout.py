@@ -167,10 +167,13 @@ def judge(rows, version, baseline, th):
     `baseline` (None: the row's prev_fw_version, the next lower release in the table)."""
     by = {r.get("fw_version"): r for r in rows}
     new = by.get(version)
-    if new is None or (_num(new.get("device_hours")) or 0) < th.min_device_hours:
-        hours = _num(new.get("device_hours")) if new else 0
-        why = ("not enough to judge: %s has %s device-hours in the report, the gate wants %g"
-               % (version, "%g" % hours if hours is not None else "no", th.min_device_hours))
+    if new is None:
+        why = "not enough to judge: %s is not in the report's release table (no records of it yet)" % version
+        return Verdict(False, [why], {"device_hours": 0}, why)
+    hours = _num(new.get("device_hours")) or 0
+    if hours < th.min_device_hours:
+        why = ("not enough to judge: %s has %g device-hours in the report, the gate wants %g"
+               % (version, hours, th.min_device_hours))
         return Verdict(False, [why], {"device_hours": hours}, why)
     base_v = baseline if baseline in by else new.get("prev_fw_version")
     base = by.get(base_v)
