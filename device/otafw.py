@@ -7,8 +7,6 @@
 # a 4 KB block at a time, when a write first enters the block; a cut in the middle of a
 # write can leave bits programmed past the recorded offset, so a resume checks that the
 # rest of that block is still erased and otherwise starts the block again.
-import esp32
-
 from .otastate import running_label
 
 _BLOCK = 4096
@@ -16,15 +14,21 @@ _POS = "ota/dl.pos"
 
 
 def confirm():
+    import esp32
     esp32.Partition.mark_app_valid_cancel_rollback()
 
 
 class FirmwareTarget:
+    """FirmwareTarget(part=None): the next OTA partition, or `part` (any block device with the
+    extended protocol and info(): a test's emulated flash)."""
     kind = "firmware"
 
-    def __init__(self):
-        P = esp32.Partition
-        self.part = P(P.RUNNING).get_next_update()
+    def __init__(self, part=None):
+        if part is None:
+            import esp32
+            P = esp32.Partition
+            part = P(P.RUNNING).get_next_update()
+        self.part = part
         info = self.part.info()
         self.label = info[4]
         self.cap = info[3]
@@ -138,6 +142,7 @@ class FirmwareTarget:
     def revert(self, st, save):
         """Back to the image the last update replaced. It boots on trial too: ESP-IDF's
         bootloader would otherwise return to the newer image at the next reset."""
+        import esp32
         p = st["prev"]
         cur = {"kind": "firmware", "label": running_label(), "app": st.get("app"),
                "version": st.get("version"), "sha": st.get("sha")}

@@ -48,3 +48,24 @@ def test_a_cut_at_every_flash_operation_boots_one_whole_release_and_the_update_r
     lines = [x.split() for x in out.splitlines() if x.startswith("cut ")]
     offsets = [int(x[4]) for x in lines if x[4].isdigit()]
     assert max(offsets) >= rel.size - 512   # cuts late in the download resume near its end
+
+
+def test_a_cut_at_every_flash_operation_of_a_firmware_download_resumes_and_the_slot_holds_the_image(
+        board_lib, tmp_path):
+    # chunks that straddle the 4 KB blocks, so that cuts fall inside a block's first write,
+    # in the middle of one, and on an erase
+    img = bytes((i * 31 + 7) & 0xFF for i in range(3 * 4096 + 1234))
+    (tmp_path / "img.bin").write_bytes(img)
+    env = dict(os.environ)
+    env["MICROPYPATH"] = os.pathsep.join([os.path.join(ROOT, "host"), board_lib, ".frozen"])
+    r = subprocess.run([micropython.binary(), "-X", "heapsize=512K", os.path.join(HERE, "fw_cut_program.py"),
+                        str(tmp_path / "img.bin"), "1000"], capture_output=True, text=True, timeout=300, env=env,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    m = re.search(r"done ops=(\d+) cuts=(\d+) resumed_mid=(\d+)", r.stdout)
+    ops, cuts, resumed_mid = (int(x) for x in m.groups())
+    assert ops == 4 + 14 and cuts == 2 * ops     # 4 erases, 14 chunks: every one cut, cleanly and half-way
+    starts = [int(x.split()[3]) for x in r.stdout.splitlines() if x.startswith("cut ")]
+    # resumed where the offset on file said, or at the start of a block a torn write had touched
+    assert resumed_mid > 0 and all(s % 1000 == 0 or s % 4096 == 0 for s in starts)
+    assert any(s % 1000 and s % 4096 == 0 for s in starts)   # a torn block written again from its start
