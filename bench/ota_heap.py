@@ -142,7 +142,8 @@ def main():
     try:
         build.build(work, mpy=True)
         lib = os.path.join(work, "lib")
-        with Mosquitto(max_queued=100000) as broker, UpdateService(broker.host, broker.port, watch=False) as svc:
+        with Mosquitto(max_queued=100000) as broker, \
+                UpdateService(broker.host, broker.port, watch=False) as svc:
             rows = []
             t0 = time.time()
             for name, binary in ports:
@@ -150,7 +151,8 @@ def main():
                     for size in sizes:
                         r = measure(binary, lib, a.heap, broker, svc, chunk, size, work)
                         r["smallest"] = smallest(fits(binary, lib, broker, svc, chunk, size, work))
-                        r["smallest_connect"] = smallest(fits(binary, lib, broker, svc, chunk, size, work, True))
+                        r["smallest_connect"] = smallest(fits(binary, lib, broker, svc, chunk, size, work,
+                                                              True))
                         rows.append((name, chunk, size, r))
                         print("  %s chunk %d release %d KB: %s" % (name, chunk, size // 1024,
                                                                    {k: r[k] for k in KEYS}), flush=True)
@@ -162,7 +164,8 @@ def main():
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, chunk, size, r in rows:
             print("| %s | %d | %d KB | %s (%s) | %s | %s | %s / %s | %s | %s / %s |" % (
-                name, chunk, size // 1024, fmt(r["updater_idle"]), fmt(r["qstr_growth"]), fmt(r["held_downloading"]),
+                name, chunk, size // 1024, fmt(r["updater_idle"]), fmt(r["qstr_growth"]),
+                fmt(r["held_downloading"]),
                 fmt(r["peak"]), fmt(r["per_chunk"]), fmt(r["per_chunk_updater"]), fmt(r["after_switch"]),
                 r["smallest"], r["smallest_connect"]))
     finally:

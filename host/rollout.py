@@ -149,7 +149,8 @@ def bar(c, total, width=24):
 
 def progress_line(i, n, stage, c, total):
     return ("stage %d/%d %-6s %s  offered %d | downloading %d | confirmed %d | rolled back %d | failed %d"
-            % (i, n, stage.name, bar(c, total), total, c[DOWNLOADING], c[CONFIRMED], c[ROLLED_BACK], c[FAILED]))
+            % (i, n, stage.name, bar(c, total), total, c[DOWNLOADING], c[CONFIRMED], c[ROLLED_BACK],
+               c[FAILED]))
 
 
 # ---- the gate
@@ -318,9 +319,9 @@ class Rollout:
             bad = counts[ROLLED_BACK] + counts[FAILED]
             pct = 100.0 * bad / len(stage.devices)
             if pct > self.th.max_failed_pct:
-                return self._halt(i, stage, counts, "%d of %d devices rolled back or failed (%.0f %%, the limit "
-                                  "is %g %%)%s" % (bad, len(stage.devices), pct, self.th.max_failed_pct,
-                                                    self._why(stage)), None, baseline)
+                why = "%d of %d devices rolled back or failed (%.0f %%, the limit is %g %%)%s" % (
+                    bad, len(stage.devices), pct, self.th.max_failed_pct, self._why(stage))
+                return self._halt(i, stage, counts, why, None, baseline)
             if i == n:
                 break
             if self.gate is not None:

@@ -322,7 +322,9 @@ class SimDevice:
 
         def tell():
             self._tell = True
-        u = Updater(self.id, send, v, max_packet=1024, window=8, confirm_s=max(5.0, 600 / self.sim.clock.speed),
+        # max_packet: the client's (AsyncClient's default), or chunks would not fit it
+        u = Updater(self.id, send, v, max_packet=1024, window=8,
+                    confirm_s=max(5.0, 600 / self.sim.clock.speed),
                     kind="esp32", restart=restart, report=tell, targets={"app": self.ota_target,
                                                                          "firmware": self.ota_target},
                     running=self.base, states=self.ota_states)

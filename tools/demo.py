@@ -29,7 +29,8 @@ def add_arguments(p):
     p.add_argument("--devices", type=int, default=200, help="simulated devices (default %(default)s)")
     p.add_argument("--duration", type=float, default=120,
                    help="time compression: --hours simulated hours in this many real s (default %(default)s)")
-    p.add_argument("--hours", type=float, default=4, help="simulated hours in --duration s (default %(default)s)")
+    p.add_argument("--hours", type=float, default=4,
+                   help="simulated hours in --duration s (default %(default)s)")
     p.add_argument("--period", type=int, default=60, help="reporting period, simulated s (default %(default)s)")
     p.add_argument("--out", default="demo-out", help="where the landing zone and report go (default %(default)s)")
     p.add_argument("--seed", type=int, default=1)
@@ -155,8 +156,8 @@ def rollouts(args, sim, broker, ca, cert, key, collector, out, speed):
     from fleetwire.host import rollout as ro
     from fleetwire.host.otaserve import UpdateService
     from fleetwire.host.release import Release, pack
-    svc = UpdateService(broker.host, broker.port, client_id="demo-rollout", tls_ca=ca.cert_path, tls_cert=cert,
-                        tls_key=key).start()
+    svc = UpdateService(broker.host, broker.port, client_id="demo-rollout", tls_ca=ca.cert_path,
+                        tls_cert=cert, tls_key=key).start()
     outcomes = []
     try:
         hour = 3600 / speed

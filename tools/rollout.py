@@ -36,7 +36,8 @@ def add_arguments(p):
                    help="every device heard on fleet/+/telemetry within S seconds")
     p.add_argument("--stages", default="5%,25%,100%",
                    help="shares of the fleet (5%%,25%%,100%%) or groups (canary,eu,*) (default %(default)s)")
-    p.add_argument("--stage-timeout", type=float, default=600, help="s a stage waits for its devices (default 600)")
+    p.add_argument("--stage-timeout", type=float, default=600,
+                   help="s a stage waits for its devices (default 600)")
     p.add_argument("--soak", type=float, default=600, help="s the updated devices run before the gate "
                    "(default 600)")
     g = p.add_argument_group("the gate")

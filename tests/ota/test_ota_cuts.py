@@ -59,8 +59,8 @@ def test_a_cut_at_every_flash_operation_of_a_firmware_download_resumes_and_the_s
     env = dict(os.environ)
     env["MICROPYPATH"] = os.pathsep.join([os.path.join(ROOT, "host"), board_lib, ".frozen"])
     r = subprocess.run([micropython.binary(), "-X", "heapsize=512K", os.path.join(HERE, "fw_cut_program.py"),
-                        str(tmp_path / "img.bin"), "1000"], capture_output=True, text=True, timeout=300, env=env,
-                       cwd=str(tmp_path))
+                        str(tmp_path / "img.bin"), "1000"], capture_output=True, text=True, timeout=300,
+                       env=env, cwd=str(tmp_path))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     m = re.search(r"done ops=(\d+) cuts=(\d+) resumed_mid=(\d+)", r.stdout)
     ops, cuts, resumed_mid = (int(x) for x in m.groups())

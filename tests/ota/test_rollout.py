@@ -35,7 +35,8 @@ def test_stages_can_be_named_groups_of_the_devices_file():
     rel = release("1.5.0")
     groups = {"dev-000": "canary", "dev-001": "canary", "dev-002": "eu", "dev-003": "eu"}
     s = ro.plan("canary,eu,*", IDS[:6], rel, groups)
-    assert [sorted(x.new) for x in s] == [["dev-000", "dev-001"], ["dev-002", "dev-003"], ["dev-004", "dev-005"]]
+    assert [sorted(x.new) for x in s] == [["dev-000", "dev-001"], ["dev-002", "dev-003"],
+                                          ["dev-004", "dev-005"]]
 
 
 @pytest.mark.parametrize("spec,devices,why", [
@@ -78,7 +79,8 @@ def test_the_gate_lets_a_release_within_the_thresholds_through_and_judges_only_w
     assert ro.judge([BASE, cohort("1.5.1", 30, 97.6, 0.99, 0.001)], "1.5.1", "1.4.2", th).ok
     assert not ro.judge([BASE, cohort("1.5.1", 30, 97.4, 0.99, 0.001)], "1.5.1", "1.4.2", th).ok
     v = ro.judge([BASE, cohort("1.5.1", 4, 100.0, 0.99, 0.001)], "1.5.1", "1.4.2", th)
-    assert not v.ok and v.reason == "not enough to judge: 1.5.1 has 4 device-hours in the report, the gate wants 10"
+    assert not v.ok
+    assert v.reason == "not enough to judge: 1.5.1 has 4 device-hours in the report, the gate wants 10"
     v = ro.judge([BASE], "1.5.1", "1.4.2", th)
     assert not v.ok and "1.5.1 is not in the report's release table" in v.reason
     # without a baseline in the table: the release before it in the table's order
@@ -120,7 +122,7 @@ def test_a_release_goes_to_the_whole_simulated_fleet_stage_by_stage(sim_fleet, t
     out = r.stdout
     assert "stage 1/3 (10%): offered to 2 more devices, 2 in all" in out
     assert "stage 3/3 (100%): offered to 10 more devices, 20 in all" in out
-    assert "[########################] 20/20  offered 20 | downloading 0 | confirmed 20 | rolled back 0" in out
+    assert "[" + "#" * 24 + "] 20/20  offered 20 | downloading 0 | confirmed 20 | rolled back 0" in out
     assert "done: 1.5.1 on 20 of 20 devices (0 rolled back, 0 failed)" in out
     assert sim.versions() == {"1.5.1": 20}
 
@@ -146,8 +148,8 @@ def test_bad_input_is_refused_with_one_line_and_exit_2(args, why, tmp_path):
     rel = tmp_path / "r.fwb"
     rel.write_bytes(release("1.5.0").data)
     args = [str(rel) if a == "REL" else a for a in args]
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "rollout", "--broker", "127.0.0.1:1"] + args,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "rollout", "--broker", "127.0.0.1:1"]
+                       + args, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
@@ -164,5 +166,6 @@ def test_fleetwire_bundle_builds_a_release_the_rollout_reads(tmp_path):
     files = unpack(rel.data)
     assert "app.mpy" in files and "lib/fleetwire/ota.mpy" in files and "lib/fleetwire/runner.mpy" in files
     r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "bundle", "--version", "1.7.0", "--app",
-                        str(tmp_path / "main.py"), "--out", str(out)], capture_output=True, text=True, timeout=120)
+                        str(tmp_path / "main.py"), "--out", str(out)], capture_output=True, text=True,
+                       timeout=120)
     assert r.returncode == 2 and "main.py stays on the board" in r.stderr
