@@ -103,8 +103,8 @@ def ota_service(request, hil_broker, hil_ca):
 
 # A virtual board for updates: OTA partitions (otadata, ota_0, ota_1), and a heap of 192K. The
 # unix port is 64-bit, where the board program with mutual TLS, its store and vitals holds
-# about 101 KB and fleetwire.ota and its offer step about 20 KB more (on a 32-bit ESP32 about
-# half of each: bench/ota_heap.py); 128K, the HIL tests' heap, leaves too little room for that.
+# about 101 KB, and an update needs about 18 KB more than connecting alone (on a 32-bit ESP32
+# about two thirds of each: bench/ota_heap.py), besides the app of each release.
 OTA_HEAP = "192K"
 
 
