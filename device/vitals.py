@@ -109,6 +109,8 @@ class Vitals:
         self._ups = 0
         self._drops_seen = 0
         self.latency_ms = None
+        self.acked = 0          # records of this boot the broker acknowledged
+        self.ota = None         # fleetwire.ota's Updater: its state rides in every record
         if client is not None:
             self._chain(client)
 
@@ -131,6 +133,12 @@ class Vitals:
         self._st["deliberate"] = True
         self.state.save(self._st)
         self.board.reset()
+
+    def room(self, size):
+        """Make the record buffer at least `size` bytes (the ota member needs more)."""
+        if len(self._buf) < size:
+            self._buf = bytearray(size)
+            self._mv = memoryview(self._buf)
 
     def due(self):
         return ticks_diff(ticks_ms(), self._next) >= 0
@@ -236,6 +244,8 @@ class Vitals:
             i = _copy(buf, i, _NULL)
         i = _copy(buf, i, K[17])
         i = _int(buf, i, self.period_s)
+        if self.ota is not None:
+            i = self.ota.fmt(buf, i)
         buf[i] = 125  # "}"
         return i + 1
 
@@ -255,6 +265,7 @@ class Vitals:
         def on_delivered(pid):
             if pid == self._pid:
                 self.latency_ms = ticks_diff(ticks_ms(), self._t_pub)
+                self.acked += 1
             if prev_deliv:
                 prev_deliv(pid)
         c.on_connect = on_connect

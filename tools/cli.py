@@ -21,6 +21,8 @@ COMMANDS = {
     "statements": "statements",
     "ca": "ca",
     "broker-config": "broker_config",
+    "bundle": "bundle",
+    "rollout": "rollout",
 }
 
 

@@ -12,6 +12,13 @@ draining batteries and a few go silent. --speed compresses time: with --speed 12
 main.py, deployed as a board is) reporting as board-0.. beside the simulated devices;
 they run in real time only (--speed 1).
 
+--updates: the devices take releases over MQTT (fleetwire.ota, as a board with "ota": true)
+instead of the built-in rollout; `fleetwire rollout` offers them one. --bad-release V makes
+release V crash more (and some of its first boots crash at once, so those roll back).
+
+  fleetwire sim --devices 200 --speed 120 --duration 900 --updates --bad-release 1.5.0 &
+  fleetwire rollout --broker 127.0.0.1:1883 --release app-1.5.0.fwb --discover 10 --landing landing/ ...
+
 --ca DIR: against a broker that enforces fleet identity (`fleetwire broker-config`), each
 device logs in with mutual TLS and a certificate of its own (CN = its id, issued by that
 fleet CA at start, valid two days); --tls-ca is the CA of the broker's certificate when it
@@ -40,6 +47,10 @@ def add_arguments(p):
     p.add_argument("--ca", metavar="DIR", help="fleet CA: every device gets its own certificate (mutual TLS)")
     p.add_argument("--tls-ca", metavar="FILE", help="with --ca: the CA of the broker's certificate (default: the "
                                                    "fleet CA)")
+    p.add_argument("--updates", action="store_true",
+                   help="devices take releases over MQTT (fleetwire rollout) instead of the built-in rollout")
+    p.add_argument("--bad-release", action="append", default=[], metavar="VERSION",
+                   help="a release that crashes more (repeat)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
 
 
@@ -77,7 +88,8 @@ def run(args):
                     speed=args.speed, duration=args.duration, seed=args.seed,
                     progress=None if args.quiet else (lambda s: print(progress_line(s), end="", flush=True)),
                     boards=args.boards, board_heap=args.board_heap, board_root=args.board_dir, ca=ca,
-                    tls_ca=args.tls_ca)
+                    tls_ca=args.tls_ca, ota=args.updates, bad=args.bad_release,
+                    **({"rollout": None} if args.updates else {}))
     from fleetwire.host.micropython import MicroPythonMissing
     from fleetwire.host.sim import BoardError
     try:
