@@ -22,6 +22,7 @@ and release size (16 KB to 256 KB of one file):
 None of them may grow with the release's size: the update is bounded by the chunk.
 BINARY: a 32-bit unix port (object sizes as on an ESP32), e.g. /work/mpbuild/plain32/micropython.
 """
+
 import argparse
 import json
 import os
@@ -45,10 +46,11 @@ SIZES = (16 * 1024, 64 * 1024, 256 * 1024)
 KEYS = ("updater_idle", "held_downloading", "peak", "per_chunk", "per_chunk_updater", "after_switch")
 
 
-def release(size, n=[0]):
+def release(size, n=[0]):  # noqa: B006 (n counts the releases made)
     n[0] += 1
-    return Release.from_bytes(pack({"blob.bin": os.urandom(size), ".fwversion": ("9.%d" % n[0]).encode()}),
-                              chunk=4096)
+    return Release.from_bytes(
+        pack({"blob.bin": os.urandom(size), ".fwversion": ("9.%d" % n[0]).encode()}), chunk=4096
+    )
 
 
 def run_one(binary, lib, heap, broker, svc, chunk, size, work, mode="peak", connect_only=False):
@@ -58,9 +60,26 @@ def run_one(binary, lib, heap, broker, svc, chunk, size, work, mode="peak", conn
     rel = release(size)
     d = tempfile.mkdtemp(dir=work)
     env = dict(os.environ, MICROPYPATH=os.pathsep.join([lib, ".frozen"]))
-    p = subprocess.Popen([binary, "-X", "heapsize=" + heap, DEVICE, dev, broker.host, str(broker.port),
-                          str(max_packet), "8", mode] + (["connect"] if connect_only else []),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=d, env=env)
+    p = subprocess.Popen(
+        [
+            binary,
+            "-X",
+            "heapsize=" + heap,
+            DEVICE,
+            dev,
+            broker.host,
+            str(broker.port),
+            str(max_packet),
+            "8",
+            mode,
+        ]
+        + (["connect"] if connect_only else []),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=d,
+        env=env,
+    )
     try:
         seen = []
         while True:
@@ -117,6 +136,7 @@ def fits(binary, lib, broker, svc, chunk, size, work, connect_only=False):
             return bool(r)
         except (RuntimeError, subprocess.TimeoutExpired):
             return False
+
     return ok
 
 
@@ -142,8 +162,10 @@ def main():
     try:
         build.build(work, mpy=True)
         lib = os.path.join(work, "lib")
-        with Mosquitto(max_queued=100000) as broker, \
-                UpdateService(broker.host, broker.port, watch=False) as svc:
+        with (
+            Mosquitto(max_queued=100000) as broker,
+            UpdateService(broker.host, broker.port, watch=False) as svc,
+        ):
             rows = []
             t0 = time.time()
             for name, binary in ports:
@@ -151,23 +173,41 @@ def main():
                     for size in sizes:
                         r = measure(binary, lib, a.heap, broker, svc, chunk, size, work)
                         r["smallest"] = smallest(fits(binary, lib, broker, svc, chunk, size, work))
-                        r["smallest_connect"] = smallest(fits(binary, lib, broker, svc, chunk, size, work,
-                                                              True))
+                        r["smallest_connect"] = smallest(
+                            fits(binary, lib, broker, svc, chunk, size, work, True)
+                        )
                         rows.append((name, chunk, size, r))
-                        print("  %s chunk %d release %d KB: %s" % (name, chunk, size // 1024,
-                                                                   {k: r[k] for k in KEYS}), flush=True)
+                        print(
+                            "  %s chunk %d release %d KB: %s"
+                            % (name, chunk, size // 1024, {k: r[k] for k in KEYS}),
+                            flush=True,
+                        )
         print()
         print("bench/ota_heap.py, -X heapsize=%s, fleetwire from .mpy, %.0f s" % (a.heap, time.time() - t0))
         print()
-        print("| port | chunk | release | updater idle (of it, names) | held downloading | peak | per chunk: "
-              "all / updater | after switch | smallest heap: update / connect only (KB) |")
+        print(
+            "| port | chunk | release | updater idle (of it, names) | held downloading | peak | per chunk: "
+            "all / updater | after switch | smallest heap: update / connect only (KB) |"
+        )
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, chunk, size, r in rows:
-            print("| %s | %d | %d KB | %s (%s) | %s | %s | %s / %s | %s | %s / %s |" % (
-                name, chunk, size // 1024, fmt(r["updater_idle"]), fmt(r["qstr_growth"]),
-                fmt(r["held_downloading"]),
-                fmt(r["peak"]), fmt(r["per_chunk"]), fmt(r["per_chunk_updater"]), fmt(r["after_switch"]),
-                r["smallest"], r["smallest_connect"]))
+            print(
+                "| %s | %d | %d KB | %s (%s) | %s | %s | %s / %s | %s | %s / %s |"
+                % (
+                    name,
+                    chunk,
+                    size // 1024,
+                    fmt(r["updater_idle"]),
+                    fmt(r["qstr_growth"]),
+                    fmt(r["held_downloading"]),
+                    fmt(r["peak"]),
+                    fmt(r["per_chunk"]),
+                    fmt(r["per_chunk_updater"]),
+                    fmt(r["after_switch"]),
+                    r["smallest"],
+                    r["smallest_connect"],
+                )
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -15,8 +15,13 @@ import micropython
 from fleetwire import MQTTClient
 import fleetwire.vitals  # noqa: F401  (a board program has the vitals agent already: not the update's)
 
-dev, host, port, max_packet, window = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), \
-    int(sys.argv[5])
+dev, host, port, max_packet, window = (
+    sys.argv[1],
+    sys.argv[2],
+    int(sys.argv[3]),
+    int(sys.argv[4]),
+    int(sys.argv[5]),
+)
 # "peak" collects at every chunk, "alloc" counts what each chunk allocates (no collections)
 sampling = sys.argv[6] == "peak"
 R = {}
@@ -40,8 +45,8 @@ c = MQTTClient(dev, host, port, keepalive=30, max_packet=max_packet)
 c.set_callback(lambda t, m: None)
 c.connect()
 R["connected"] = used()
-micropython.qstr_info()   # "qstr pool: ... n_total_bytes=N": the interned names' table, before
-if len(sys.argv) > 7:     # connect only: the smallest heap for the client alone
+micropython.qstr_info()  # "qstr pool: ... n_total_bytes=N": the interned names' table, before
+if len(sys.argv) > 7:  # connect only: the smallest heap for the client alone
     print("CONNECTED")
     sys.exit(0)
 from fleetwire.ota import Updater  # noqa: E402  (after connect: the updater's own cost is counted)
@@ -57,13 +62,21 @@ def restart():
 def make():
     # in a function: a module-level expression's leftovers on the VM stack would keep what the
     # updater's constructor loaded for the moment (fleetwire.otaops) from being collected
-    return Updater(dev, lambda t, p: c.publish(t, p, False, 0, block=False), None, max_packet=max_packet,
-                   window=window, kind="esp32", running="1.0.0", restart=restart)
+    return Updater(
+        dev,
+        lambda t, p: c.publish(t, p, False, 0, block=False),
+        None,
+        max_packet=max_packet,
+        window=window,
+        kind="esp32",
+        running="1.0.0",
+        restart=restart,
+    )
 
 
 u = make()
 R["updater_idle"] = used() - R["connected"]
-micropython.qstr_info()   # and after: the updater's names (and the table's new room)
+micropython.qstr_info()  # and after: the updater's names (and the table's new room)
 import fleetwire.otaapp as otaapp  # noqa: E402  (loaded by the first offer of an app bundle)
 
 
@@ -75,7 +88,7 @@ class Measured(otaapp.AppTarget):
         if sampling:
             sample()
         Measured.chunks += 1
-        if Measured.chunks == 8:                    # well into the download
+        if Measured.chunks == 8:  # well into the download
             R["held_downloading"] = used() - R["connected"]
 
     def reader(self):

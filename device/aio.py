@@ -107,8 +107,9 @@ class AsyncClient(Session):
     async def _open(self):
         n = self.start(ticks_ms())  # what MQTT refuses raises here (ValueError), before anything opens
         if self.ssl:
-            r, w = await asyncio.open_connection(self.server, self.port, ssl=self.ssl,
-                                                 server_hostname=self.server)
+            r, w = await asyncio.open_connection(
+                self.server, self.port, ssl=self.ssl, server_hostname=self.server
+            )
         else:
             r, w = await asyncio.open_connection(self.server, self.port)
         self._r, self._w = r, w
@@ -156,7 +157,9 @@ class AsyncClient(Session):
         while not cond():
             if self._fatal is not None:
                 raise self._fatal
-            if (strict or self._retry_task is None) and (self._error is not None or self.state == DISCONNECTED):
+            if (strict or self._retry_task is None) and (
+                self._error is not None or self.state == DISCONNECTED
+            ):
                 raise self._error or NotConnected(say(_NOT_CONN))
             left = self.timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:

@@ -31,24 +31,35 @@ from .vitals import _copy, _int
 
 # the state the vitals record reports (index = state)
 IDLE, DOWNLOADING, VERIFYING, APPLIED, CONFIRMED, ROLLED_BACK, REFUSED, FAILED, CANCELLED = range(9)
-NAMES = ("idle", "downloading", "verifying", "applied", "confirmed", "rolled_back", "refused", "failed",
-         "cancelled")
+NAMES = (
+    "idle",
+    "downloading",
+    "verifying",
+    "applied",
+    "confirmed",
+    "rolled_back",
+    "refused",
+    "failed",
+    "cancelled",
+)
 _JSON = tuple(('"%s"' % n).encode() for n in NAMES)
-HDR = 12           # chunk header: tag 8, offset 4
-RETRY_MS = 5000    # no chunk for this long while downloading: ask again (doubling to a minute)
+HDR = 12  # chunk header: tag 8, offset 4
+RETRY_MS = 5000  # no chunk for this long while downloading: ask again (doubling to a minute)
 
 
 def ops():
     """fleetwire.otaops, loaded for the moment (drop() gives its RAM back)."""
     from . import otaops
+
     return otaops
 
 
 def drop():
     import sys
+
     pkg = __name__.rsplit(".", 1)[0]
     sys.modules.pop(pkg + ".otaops", None)
-    try:   # the package holds its submodules too
+    try:  # the package holds its submodules too
         delattr(sys.modules[pkg], "otaops")
     except (AttributeError, KeyError, TypeError):
         pass
@@ -68,8 +79,22 @@ class Updater:
     the boot state and the download's record (default fleetwire.otastate.FileStates(): files
     under ota/); `targets` maps a kind ("app", "firmware") to where its downloads go."""
 
-    def __init__(self, device_id, send, vitals=None, max_packet=1024, window=8, confirm_s=120, kind=None,
-                 restart=None, report=None, targets=None, boot_ms=None, running=None, states=None):
+    def __init__(
+        self,
+        device_id,
+        send,
+        vitals=None,
+        max_packet=1024,
+        window=8,
+        confirm_s=120,
+        kind=None,
+        restart=None,
+        report=None,
+        targets=None,
+        boot_ms=None,
+        running=None,
+        states=None,
+    ):
         base = "fleet/%s/ota" % device_id
         self.id = device_id
         self.t_all = (base + "/#").encode()
@@ -89,26 +114,27 @@ class Updater:
         self.targets = targets or {}
         self.boot_ms = ticks_ms() if boot_ms is None else boot_ms
         self.state = IDLE
-        self.version = b"null"     # JSON of the release the state is about
+        self.version = b"null"  # JSON of the release the state is about
         self.code = b"null"
         self.reason = b"null"
         self.done = 0
         self.size = 0
-        self.m = None              # the manifest being downloaded
+        self.m = None  # the manifest being downloaded
         self.target = None
         self.chunk = 0
         self.tag = None
         self.buf = None
         self._req = bytearray(16)
-        self._want = 0             # the window asked for ends here
+        self._want = 0  # the window asked for ends here
         self._last_rx = 0
         self._retry = RETRY_MS
         self.verify_due = False
         self.restart_due = False
-        self.held = None           # an offer held while a release is on trial
-        self.log = print           # what it tells the console (a simulator silences it)
+        self.held = None  # an offer held while a release is on trial
+        self.log = print  # what it tells the console (a simulator silences it)
         if states is None:
             from .otastate import FileStates
+
             states = FileStates()
         self.states = states
         self.st = states.load("boot") or {}
@@ -117,7 +143,7 @@ class Updater:
         drop()
         if vitals is not None:
             vitals.ota = self
-            vitals.room(768)       # the record with its longest ota member
+            vitals.room(768)  # the record with its longest ota member
 
     # ---- what the vitals record says
 
@@ -167,7 +193,7 @@ class Updater:
             self._chunk(msg)
         elif topic == self.t_offer:
             if self.st.get("trial"):
-                self.held = msg    # one release on trial at a time: this one after it
+                self.held = msg  # one release on trial at a time: this one after it
             else:
                 ops().offered(self, msg)
                 drop()
@@ -202,10 +228,10 @@ class Updater:
             return
         for k in range(8):
             if msg[k] != tag[k]:
-                return             # a chunk of another release (sent before the offer changed)
+                return  # a chunk of another release (sent before the offer changed)
         o = msg[8] << 24 | msg[9] << 16 | msg[10] << 8 | msg[11]
         if o != self.done:
-            return                 # a repeat, or a window asked for before a reset
+            return  # a repeat, or a window asked for before a reset
         n = len(msg) - HDR
         if n == 0 or o + n > self.size:
             ops().short(self, o, n)
@@ -219,7 +245,7 @@ class Updater:
         self._last_rx = ticks_ms()
         self._retry = RETRY_MS
         if self.done == self.size:
-            self.verify_due = True     # step() checks it: not inside the client's callback
+            self.verify_due = True  # step() checks it: not inside the client's callback
         elif self.done >= self._want:
             self.ask()
 
@@ -245,8 +271,11 @@ class Updater:
                 drop()
             elif ticks_diff(ticks_ms(), self.boot_ms) > self.confirm_ms:
                 from .otaboot import expire
-                expire("release %s: no vitals record acknowledged within %d s of boot"
-                       % (t.get("version"), self.confirm_ms // 1000))
+
+                expire(
+                    "release %s: no vitals record acknowledged within %d s of boot"
+                    % (t.get("version"), self.confirm_ms // 1000)
+                )
             return
         if self.held is not None:
             msg, self.held = self.held, None
@@ -281,6 +310,7 @@ def enable(client, device_id, vitals=None, callback=None, cfg=None, boot_ms=None
         client.publish(topic, payload, False, 0, block=False)
 
     if "restart" not in kw and vitals is not None:
+
         def restart():
             # the record that says "applied" goes out first (a few seconds at most); the reset
             # is marked deliberate, so the report does not count it as a crash
@@ -288,12 +318,14 @@ def enable(client, device_id, vitals=None, callback=None, cfg=None, boot_ms=None
             while client.pending and ticks_diff(ticks_ms(), t0) < 3000:
                 client.loop(50)
             vitals.deliberate_reset()
+
         kw["restart"] = restart
     u = Updater(device_id, send, vitals, boot_ms=boot_ms, **kw)
 
     def on_msg(topic, msg):
         if not u.handle(topic, msg) and callback is not None:
             callback(topic, msg)
+
     client.set_callback(on_msg)
     client.subscribe(u.t_all, 1)
     return u

@@ -19,6 +19,7 @@ class AppTarget:
 
     def fits(self, m):
         import os
+
         for p in (self.root, "/", "."):
             try:
                 st = os.statvfs(p)
@@ -28,13 +29,15 @@ class AppTarget:
                 pass
         else:
             return
-        need = 2 * m["size"] + 8192     # the archive and its unpacked copy, beside the running app
+        need = 2 * m["size"] + 8192  # the archive and its unpacked copy, beside the running app
         if free < need:
             from .otaops import Refused
+
             raise Refused("space", m["version"], need, "the filesystem", free)
 
     def open(self, resume):
         import os
+
         if not resume:
             self.discard()
         self._f = open(self.path, "ab")
@@ -46,10 +49,10 @@ class AppTarget:
     def write(self, buf, off, n, at):
         f = self._f
         if _MP:
-            f.write(buf, off, n)      # MicroPython's stream write(buf, off, len): no slice, no copy
+            f.write(buf, off, n)  # MicroPython's stream write(buf, off, len): no slice, no copy
         else:
-            f.write(memoryview(buf)[off:off + n])
-        f.flush()                     # committed: a cut after this keeps the chunk
+            f.write(memoryview(buf)[off : off + n])
+        f.flush()  # committed: a cut after this keeps the chunk
 
     def close(self):
         if self._f is not None:
@@ -61,6 +64,7 @@ class AppTarget:
 
     def discard(self):
         import os
+
         self.close()
         try:
             os.remove(self.path)
@@ -95,6 +99,7 @@ class AppTarget:
 
 def mkdirs(d):
     import os
+
     parts = d.split("/")
     for i in range(1, len(parts) + 1):
         p = "/".join(parts[:i])
@@ -107,6 +112,7 @@ def mkdirs(d):
 
 def rmtree(d):
     import os
+
     try:
         names = [e[0] for e in os.ilistdir(d)] if hasattr(os, "ilistdir") else os.listdir(d)
     except OSError:
@@ -129,6 +135,7 @@ def unpack(f, size, d, buf, version="?"):
     Failed("bundle") for anything malformed; lengths are checked against `size` before use."""
     import struct
     from .otaops import Failed
+
     h = bytearray(8)
     if f.readinto(h) != 8 or h[:4] != b"FWB1":
         raise Failed("bundle", version, "no FWB1 header")

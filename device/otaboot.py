@@ -22,6 +22,7 @@ from .otastate import SLOTS, STATE, load, running_label, save, slot_dir
 def _whole(slot):
     # a bundle slot is whole once its marker is written, after every file of it
     import os
+
     try:
         os.stat(slot_dir(slot) + "/.done")
         return True
@@ -50,9 +51,9 @@ def advance(st, label=None):
         return False
     if t.get("kind") == "firmware":
         if label != t.get("label"):
-            if t.get("set"):   # set_boot() took, yet the old image runs: the bootloader went back
+            if t.get("set"):  # set_boot() took, yet the old image runs: the bootloader went back
                 roll_back(st, t.get("why") or "the new firmware reset before it confirmed")
-            else:              # cut before set_boot(): nothing switched; fleetwire.ota applies it again
+            else:  # cut before set_boot(): nothing switched; fleetwire.ota applies it again
                 p = st.get("prev") or {}
                 st["version"], st["sha"], st["prev"], st["trial"] = p.get("version"), p.get("sha"), None, None
         else:
@@ -61,8 +62,11 @@ def advance(st, label=None):
     else:
         t["boots"] = t.get("boots", 0) + 1
         if t["boots"] > 1:
-            roll_back(st, t.get("why") or "the new app reset before it confirmed (a crash, or a reset "
-                      "during its trial)")
+            roll_back(
+                st,
+                t.get("why")
+                or "the new app reset before it confirmed (a crash, or a reset during its trial)",
+            )
     return True
 
 
@@ -76,7 +80,7 @@ def select(path=STATE):
     if advance(st, running_label() if t and t.get("kind") == "firmware" else None):
         save(st, path)
     slot = st.get("app")
-    if slot in SLOTS and not _whole(slot):   # cannot happen through fleetwire.ota; never run half an app
+    if slot in SLOTS and not _whole(slot):  # cannot happen through fleetwire.ota; never run half an app
         roll_back(st, "bundle slot %s is incomplete" % slot)
         save(st, path)
         slot = st.get("app")
@@ -118,6 +122,7 @@ def expire(why, path=STATE):
 def reset():
     try:
         import machine
+
         machine.reset()
     except ImportError:
         pass

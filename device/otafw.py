@@ -15,17 +15,20 @@ _POS = "ota/dl.pos"
 
 def confirm():
     import esp32
+
     esp32.Partition.mark_app_valid_cancel_rollback()
 
 
 class FirmwareTarget:
     """FirmwareTarget(part=None): the next OTA partition, or `part` (any block device with the
     extended protocol and info(): a test's emulated flash)."""
+
     kind = "firmware"
 
     def __init__(self, part=None):
         if part is None:
             import esp32
+
             P = esp32.Partition
             part = P(P.RUNNING).get_next_update()
         self.part = part
@@ -38,6 +41,7 @@ class FirmwareTarget:
     def fits(self, m):
         if m["size"] > self.cap:
             from .otaops import Refused
+
             raise Refused("space", m["version"], m["size"], "partition " + self.label, self.cap)
 
     def _pos(self):
@@ -67,7 +71,7 @@ class FirmwareTarget:
     def open(self, resume):
         p = self._pos() if resume else 0
         if p % _BLOCK and not self._erased_from(p):
-            p -= p % _BLOCK        # torn: its block is erased and written again
+            p -= p % _BLOCK  # torn: its block is erased and written again
             if p:
                 self._save(p)
         try:
@@ -94,11 +98,11 @@ class FirmwareTarget:
 
     def write(self, buf, off, n, at):
         end = at + n
-        blk = (at + _BLOCK - 1) // _BLOCK   # blocks this write enters (the one at `at` is erased already)
+        blk = (at + _BLOCK - 1) // _BLOCK  # blocks this write enters (the one at `at` is erased already)
         while blk * _BLOCK < end:
             self.part.ioctl(6, blk)
             blk += 1
-        self.part.writeblocks(0, memoryview(buf)[off:off + n], at)
+        self.part.writeblocks(0, memoryview(buf)[off : off + n], at)
         self._record(end)
 
     def close(self):
@@ -111,6 +115,7 @@ class FirmwareTarget:
 
     def discard(self):
         import os
+
         self.close()
         try:
             os.remove(_POS)
@@ -120,13 +125,24 @@ class FirmwareTarget:
     def apply(self, m, st, buf, save):
         """Switch: note the trial first (the board's boot state), then set_boot(): a cut between
         the two finds the old image running and no set_boot(), and fleetwire.ota applies again."""
-        st["prev"] = {"kind": "firmware", "label": running_label(), "app": st.get("app"),
-                      "version": st.get("version"), "sha": st.get("sha")}
+        st["prev"] = {
+            "kind": "firmware",
+            "label": running_label(),
+            "app": st.get("app"),
+            "version": st.get("version"),
+            "sha": st.get("sha"),
+        }
         prev = st["prev"]
         st["version"] = m["version"]
         st["sha"] = m["sha256"]
-        st["trial"] = {"kind": "firmware", "version": m["version"], "sha": m["sha256"], "label": self.label,
-                       "set": False, "boots": 0}
+        st["trial"] = {
+            "kind": "firmware",
+            "version": m["version"],
+            "sha": m["sha256"],
+            "label": self.label,
+            "set": False,
+            "boots": 0,
+        }
         st["last"] = None
         save()
         try:
@@ -135,6 +151,7 @@ class FirmwareTarget:
             st["version"], st["sha"], st["prev"], st["trial"] = prev["version"], prev["sha"], None, None
             save()
             from .otaops import Failed
+
             raise Failed("image", m["version"], "set_boot: %s" % (e.args[-1] if e.args else e))
         st["trial"]["set"] = True
         save()
@@ -143,11 +160,24 @@ class FirmwareTarget:
         """Back to the image the last update replaced. It boots on trial too: ESP-IDF's
         bootloader would otherwise return to the newer image at the next reset."""
         import esp32
+
         p = st["prev"]
-        cur = {"kind": "firmware", "label": running_label(), "app": st.get("app"),
-               "version": st.get("version"), "sha": st.get("sha")}
-        st["trial"] = {"kind": "firmware", "version": p.get("version"), "sha": p.get("sha"),
-                       "label": p["label"], "set": False, "boots": 0, "revert": st.get("version")}
+        cur = {
+            "kind": "firmware",
+            "label": running_label(),
+            "app": st.get("app"),
+            "version": st.get("version"),
+            "sha": st.get("sha"),
+        }
+        st["trial"] = {
+            "kind": "firmware",
+            "version": p.get("version"),
+            "sha": p.get("sha"),
+            "label": p["label"],
+            "set": False,
+            "boots": 0,
+            "revert": st.get("version"),
+        }
         st["version"], st["sha"], st["prev"] = p.get("version"), p.get("sha"), cur
         save()
         esp32.Partition(p["label"]).set_boot()

@@ -1,8 +1,7 @@
 # The rare steps of fleetwire.ota, loaded when one happens and dropped after (the updater
 # keeps only its chunk path resident): taking an offer, checking and switching a finished
 # download, confirming a release on trial, going back as ordered, and the refusals.
-from .ota import (DOWNLOADING, VERIFYING, APPLIED, CONFIRMED, ROLLED_BACK, REFUSED, FAILED, CANCELLED,
-                  HDR)
+from .ota import DOWNLOADING, VERIFYING, APPLIED, CONFIRMED, ROLLED_BACK, REFUSED, FAILED, CANCELLED, HDR
 
 
 class OTAError(Exception):
@@ -10,6 +9,7 @@ class OTAError(Exception):
 
     def __init__(self, code, *values):
         from .otareasons import text
+
         super().__init__(text(code, *values))
         self.code = code
 
@@ -27,10 +27,12 @@ def board_kind():
     ESP32); a virtual board, whose unix port emulates an ESP32, is "esp32" too. config.json's
     board_kind overrides it (fleetwire.ota.enable)."""
     import sys
+
     p = sys.platform
     if p == "linux":
         try:
             import esp32  # noqa: F401  (a virtual board's emulation)
+
             return "esp32"
         except ImportError:
             pass
@@ -50,8 +52,14 @@ def check(m, here):
         return m
     if op != "install":
         raise Refused("manifest", "unknown op %r" % op)
-    for k, t in (("version", str), ("kind", str), ("size", int), ("sha256", str), ("chunk", int),
-                 ("board", str)):
+    for k, t in (
+        ("version", str),
+        ("kind", str),
+        ("size", int),
+        ("sha256", str),
+        ("chunk", int),
+        ("board", str),
+    ):
         if not isinstance(m.get(k), t) or isinstance(m.get(k), bool):
             raise Refused("manifest", "%s missing or not a%s %s" % (k, "n" if t is int else "", t.__name__))
     if not 0 < len(m["version"]) < 32:
@@ -73,7 +81,7 @@ def start(u):
     st = u.st
     old = u.states.load("dl")
     if old and old.get("m", {}).get("sha256") in (st.get("sha"), None):
-        try:   # a download switched to already (a cut after the switch): its files go
+        try:  # a download switched to already (a cut after the switch): its files go
             target(u, old["m"].get("kind", "app")).discard()
         except (OTAError, KeyError, TypeError, AttributeError):
             pass
@@ -84,8 +92,12 @@ def start(u):
         u.show(APPLIED, t.get("version"))
     elif last:
         rolled = last.get("state") != "confirmed"
-        u.show(ROLLED_BACK if rolled else CONFIRMED, last.get("version"), "rolled" if rolled else None,
-               last.get("reason"))
+        u.show(
+            ROLLED_BACK if rolled else CONFIRMED,
+            last.get("version"),
+            "rolled" if rolled else None,
+            last.get("reason"),
+        )
 
 
 def target(u, kind):
@@ -93,10 +105,12 @@ def target(u, kind):
     if t is None:
         if kind == "app":
             from .otaapp import AppTarget
+
             t = AppTarget()
         else:
             try:
                 from .otafw import FirmwareTarget
+
                 t = FirmwareTarget()
             except (ImportError, OSError) as e:
                 raise Refused("kind", "?", kind, "no OTA app partitions (%s)" % e)
@@ -125,6 +139,7 @@ def offered(u, msg):
         if not msg:
             return withdrawn(u)
         import json
+
         try:
             m = json.loads(msg)
         except ValueError:
@@ -156,7 +171,7 @@ def install(u, m):
     st = u.st
     running = st.get("version") or u.running
     if m["sha256"] == st.get("sha") or (not st.get("sha") and m["version"] == running):
-        u.states.remove("dl")           # it runs already
+        u.states.remove("dl")  # it runs already
         if u.state not in (CONFIRMED, ROLLED_BACK):
             u.show(CONFIRMED, m["version"])
             u.tell()
@@ -167,8 +182,8 @@ def install(u, m):
         u.show(ROLLED_BACK, m["version"], "rolled", str(why))
         return
     if u.m is not None and u.m["sha256"] == m["sha256"]:
-        return                          # the same offer again: the download goes on
-    if u.target is not None:            # another release was on its way: it gives way
+        return  # the same offer again: the download goes on
+    if u.target is not None:  # another release was on its way: it gives way
         u.target.discard()
         u.target = None
         u.m = None
@@ -186,6 +201,7 @@ def install(u, m):
         u.buf = None
         u.buf = bytearray(u.chunk)
     import binascii
+
     old = u.states.load("dl")
     resume = bool(old) and old.get("m", {}).get("sha256") == m["sha256"]
     if not resume:
@@ -204,8 +220,10 @@ def install(u, m):
     u.show(DOWNLOADING, m["version"])
     u.size = m["size"]
     u.done = done
-    u.log("ota: release %s (%s, %d bytes) %s at %d" % (m["version"], m["kind"], m["size"],
-                                                      "resumes" if done else "starts", done))
+    u.log(
+        "ota: release %s (%s, %d bytes) %s at %d"
+        % (m["version"], m["kind"], m["size"], "resumes" if done else "starts", done)
+    )
     if (resume and old.get("verified")) or done == m["size"]:
         u.verify_due = True
     else:
@@ -233,6 +251,7 @@ def finish(u):
     u.tell()
     import binascii
     import hashlib
+
     h = hashlib.sha256()
     buf = u.buf
     pos = 0
@@ -254,10 +273,11 @@ def finish(u):
     u.states.save("dl", {"m": m, "verified": True})
     st = u.st
     if not st.get("version"):
-        st["version"] = u.running       # the deployed app's release, for a rollback to it
+        st["version"] = u.running  # the deployed app's release, for a rollback to it
 
     def save():
         u.states.save("boot", st)
+
     try:
         u.target.apply(m, st, buf, save)
     except OTAError as e:
@@ -277,6 +297,7 @@ def restart(u):
     if u.restart is not None:
         return u.restart()
     from . import board
+
     board.reset()
 
 
@@ -286,11 +307,16 @@ def confirm(u):
     t = st["trial"]
     if t.get("kind") == "firmware":
         from .otafw import confirm as fw_confirm
+
         fw_confirm()
     st["trial"] = None
-    if t.get("revert"):     # back on the release before, as ordered: that is what to report
-        st["last"] = {"state": "rolled_back", "version": t["revert"], "sha": None,
-                      "reason": "the operator ordered a rollback to %s" % t.get("version")}
+    if t.get("revert"):  # back on the release before, as ordered: that is what to report
+        st["last"] = {
+            "state": "rolled_back",
+            "version": t["revert"],
+            "sha": None,
+            "reason": "the operator ordered a rollback to %s" % t.get("version"),
+        }
     else:
         st["last"] = {"state": "confirmed", "version": t.get("version"), "sha": t.get("sha")}
     u.states.save("boot", st)
@@ -322,6 +348,7 @@ def revert(u, m):
 
     def save():
         u.states.save("boot", st)
+
     t.revert(st, save)
     reason = "the operator ordered a rollback to %s" % m["version"]
     if not st.get("trial"):
@@ -330,4 +357,4 @@ def revert(u, m):
     u.show(ROLLED_BACK, gone, "ordered", reason)
     u.log("ota: back to %s, as ordered" % m["version"])
     u.tell()
-    u.restart_due = True      # from step(): not inside the client's callback
+    u.restart_due = True  # from step(): not inside the client's callback

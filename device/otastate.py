@@ -3,7 +3,7 @@
 # report; see fleetwire.otaboot), and ota/dl.json, the download under way.
 STATE = "ota/boot.json"
 DL = "ota/dl.json"
-SLOTS = ("a", "b")     # the app bundle slots, ota/a and ota/b
+SLOTS = ("a", "b")  # the app bundle slots, ota/a and ota/b
 
 
 def slot_dir(slot):
@@ -14,6 +14,7 @@ def running_label():
     """The label of the app partition that booted (esp32), or None without one."""
     try:
         import esp32
+
         return esp32.Partition(esp32.Partition.RUNNING).info()[4]
     except (ImportError, OSError, AttributeError):
         return None
@@ -21,6 +22,7 @@ def running_label():
 
 def load(path=STATE):
     import json
+
     try:
         with open(path) as f:
             st = json.load(f)
@@ -32,15 +34,17 @@ def load(path=STATE):
 def save(st, path=STATE):
     import json
     import os
+
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(st, f)
-    os.rename(tmp, path)   # the one step that switches: the old file or the new, never a mix
+    os.rename(tmp, path)  # the one step that switches: the old file or the new, never a mix
 
 
 class FileStates:
     """fleetwire.ota's records by key: "boot" (ota/boot.json) and "dl" (ota/dl.json). A
     simulated device keeps them in RAM instead (fleetwire.host.sim)."""
+
     PATHS = {"boot": STATE, "dl": DL}
 
     def load(self, key):
@@ -48,6 +52,7 @@ class FileStates:
 
     def save(self, key, d):
         import os
+
         try:
             os.mkdir("ota")
         except OSError:
@@ -56,6 +61,7 @@ class FileStates:
 
     def remove(self, key):
         import os
+
         try:
             os.remove(self.PATHS[key])
         except OSError:

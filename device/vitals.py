@@ -10,10 +10,26 @@ except ImportError:
 import json
 
 # Keys in the order of the record (the report's schema, less the collector's rx_ts).
-_KEYS = (b'{"device_id":', b',"fw_version":', b',"boot_id":', b',"ts":', b',"seq":', b',"uptime_s":',
-         b',"heap_free":', b',"heap_min":', b',"rssi":', b',"vbat_mv":', b',"reconnects":',
-         b',"publish_fail":', b',"queue_drops":', b',"queue_depth":', b',"store_used":',
-         b',"publish_latency_ms":', b',"reset_cause":', b',"period_s":')
+_KEYS = (
+    b'{"device_id":',
+    b',"fw_version":',
+    b',"boot_id":',
+    b',"ts":',
+    b',"seq":',
+    b',"uptime_s":',
+    b',"heap_free":',
+    b',"heap_min":',
+    b',"rssi":',
+    b',"vbat_mv":',
+    b',"reconnects":',
+    b',"publish_fail":',
+    b',"queue_drops":',
+    b',"queue_depth":',
+    b',"store_used":',
+    b',"publish_latency_ms":',
+    b',"reset_cause":',
+    b',"period_s":',
+)
 _NULL = b"null"
 _CAUSES = ("power_on", "deliberate", "watchdog", "panic", "brownout")
 
@@ -59,6 +75,7 @@ class FileState:
 
     def save(self, d):
         import os
+
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(d, f)
@@ -86,8 +103,17 @@ class Vitals:
     the next boot reports reset_cause "deliberate" rather than a crash.
     `board` is fleetwire.board unless given (the host passes an emulation)."""
 
-    def __init__(self, client, device_id, fw_version, period_s=60, state="vitals.json", board=None,
-                 topic=None, size=512):
+    def __init__(
+        self,
+        client,
+        device_id,
+        fw_version,
+        period_s=60,
+        state="vitals.json",
+        board=None,
+        topic=None,
+        size=512,
+    ):
         if board is None:
             from . import board
         self.c = client
@@ -109,8 +135,8 @@ class Vitals:
         self._ups = 0
         self._drops_seen = 0
         self.latency_ms = None
-        self.acked = 0          # records of this boot the broker acknowledged
-        self.ota = None         # fleetwire.ota's Updater: its state rides in every record
+        self.acked = 0  # records of this boot the broker acknowledged
+        self.ota = None  # fleetwire.ota's Updater: its state rides in every record
         if client is not None:
             self._chain(client)
 
@@ -155,6 +181,7 @@ class Vitals:
         """Make a record and hand it to the client (QoS 1, not blocking) -> packet id, or 0."""
         from .errors import QueueFull
         from .store import StoreFull
+
         rec = self.make()
         try:
             self._pid = self.c.publish(self.topic, rec, False, 1, block=False)
@@ -189,7 +216,7 @@ class Vitals:
                 st["queue_drops"] += d - self._drops_seen
                 self._drops_seen = d
         self.state.save(st)
-        return self._mv[:self.format()]
+        return self._mv[: self.format()]
 
     def format(self):
         """Format the record for the current sequence number into the buffer ->
@@ -268,5 +295,6 @@ class Vitals:
                 self.acked += 1
             if prev_deliv:
                 prev_deliv(pid)
+
         c.on_connect = on_connect
         c.on_delivered = on_delivered

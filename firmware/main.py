@@ -13,9 +13,10 @@ except OSError:
     _trial = False
 if _trial:
     from fleetwire import otaboot
+
     _trial = (otaboot.select() or {}).get("trial")
     del otaboot
-    sys.modules.pop("fleetwire.otaboot", None)   # its work is done: its RAM goes back
+    sys.modules.pop("fleetwire.otaboot", None)  # its work is done: its RAM goes back
 from fleetwire import runner
 
 if _trial:
@@ -23,6 +24,7 @@ if _trial:
         runner.main()
     except Exception as _e:
         from fleetwire import otaboot
+
         otaboot.failed(_e)
 else:
     runner.main()

@@ -14,13 +14,14 @@ as the operator, who reads fleet/# and alone publishes fleet/+/ota/#):
                          done, size, code, reason)
 
 One paho-mqtt client (its own network thread) does all of it."""
+
 import json
 import os
 import struct
 import threading
 import time
 
-MAX_COUNT = 64           # chunks per request at most: a board asks for a window, not the image
+MAX_COUNT = 64  # chunks per request at most: a board asks for a window, not the image
 
 
 class ServiceError(RuntimeError):
@@ -53,19 +54,29 @@ class UpdateService:
     (a test's hook) is called with (device_id, offset, count) before a request is answered and
     may return False to leave it unanswered."""
 
-    def __init__(self, host, port, client_id="fleetwire-rollout", tls_ca=None, tls_cert=None, tls_key=None,
-                 user=None, password=None, watch=True):
+    def __init__(
+        self,
+        host,
+        port,
+        client_id="fleetwire-rollout",
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+        user=None,
+        password=None,
+        watch=True,
+    ):
         self.host, self.port = host, port
         self.client_id = client_id
         self.tls = (tls_ca, tls_cert, tls_key)
         self.user, self.password = user, password
         self.watch = watch
         self.devices = {}
-        self.releases = {}          # tag -> (Release, bytes served)
+        self.releases = {}  # tag -> (Release, bytes served)
         self.before_serve = None
-        self.served = 0             # chunks published
+        self.served = 0  # chunks published
         self.requests = 0
-        self.unknown = 0            # requests for a release this service does not have
+        self.unknown = 0  # requests for a release this service does not have
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._client = None
@@ -76,6 +87,7 @@ class UpdateService:
 
     def start(self, timeout=10):
         import paho.mqtt.client as mqtt
+
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=True)
         if self.user is not None:
             c.username_pw_set(self.user, self.password)
@@ -139,8 +151,11 @@ class UpdateService:
         replaces the release's own (a test offers a wrong one)."""
         if release.tag not in self.releases:
             self.add(release)
-        payload = (json.dumps(manifest, separators=(",", ":")).encode() if manifest is not None
-                   else release.manifest_json(**({"retry": True} if retry else {})))
+        payload = (
+            json.dumps(manifest, separators=(",", ":")).encode()
+            if manifest is not None
+            else release.manifest_json(**({"retry": True} if retry else {}))
+        )
         infos = [self._publish("fleet/%s/ota/offer" % d, payload, 1, True) for d in device_ids]
         if wait:
             for i in infos:
@@ -188,9 +203,12 @@ class UpdateService:
             return
         with self._changed:
             d = self._device(device_id)
-            if d.record is not None and rec.get("seq", 0) < d.record.get("seq", 0) \
-                    and rec.get("boot_id", 0) <= d.record.get("boot_id", 0):
-                return   # an older record, sent late from a store: the newer one stands
+            if (
+                d.record is not None
+                and rec.get("seq", 0) < d.record.get("seq", 0)
+                and rec.get("boot_id", 0) <= d.record.get("boot_id", 0)
+            ):
+                return  # an older record, sent late from a store: the newer one stands
             d.record = rec
             d.seen = time.time()
             d.fw_version = rec.get("fw_version")
@@ -218,12 +236,12 @@ class UpdateService:
         topic = "fleet/%s/ota/chunk" % device_id
         for i in range(min(count, MAX_COUNT)):
             o = offset + i * chunk
-            piece = data[o:o + chunk]
+            piece = data[o : o + chunk]
             self._publish(topic, tag + struct.pack(">I", o) + piece, 1)
             self.served += 1
             d.bytes_sent += len(piece)
             if not piece or o + chunk >= len(data):
-                break   # the end (an empty piece says so when the board asks past it)
+                break  # the end (an empty piece says so when the board asks past it)
 
     # ---- waiting
 

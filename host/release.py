@@ -13,6 +13,7 @@ Two kinds:
 The manifest the board is offered: {"v": 1, "op": "install", "version", "kind", "size",
 "sha256", "chunk", "board"}. The board asks for chunks by the first 8 bytes of the SHA-256
 (the release's tag)."""
+
 import hashlib
 import json
 import os
@@ -22,8 +23,8 @@ import tempfile
 
 MAGIC = b"FWB1"
 VERSION_FILE = ".fwversion"
-DEFAULT_CHUNK = 1024     # fits a board client's default max_packet (1024) less the topic: the board
-                         # asks for less when it must
+DEFAULT_CHUNK = 1024  # fits a board client's default max_packet (1024) less the topic: the board
+# asks for less when it must
 MAX_NAME = 200
 
 
@@ -63,9 +64,9 @@ def unpack(data):
         pos += 6
         if pos + nlen + dlen > len(data):
             raise ReleaseError("bundle file %d runs past the archive's end" % (i + 1))
-        name = data[pos:pos + nlen].decode("utf-8", "replace")
+        name = data[pos : pos + nlen].decode("utf-8", "replace")
         _check_name(name)
-        files[name] = data[pos + nlen:pos + nlen + dlen]
+        files[name] = data[pos + nlen : pos + nlen + dlen]
         pos += nlen + dlen
     if pos != len(data):
         raise ReleaseError("%d bytes after the bundle's last file" % (len(data) - pos))
@@ -77,6 +78,7 @@ def bundle(version, app_files=(), mpy=True, arch=None, extra=None):
     lib/, each of `app_files` (paths) at the top (.py compiled to .mpy with mpy, except
     boot.py/main.py, which never go in a bundle), `extra` ({name: bytes}) as given."""
     from fleetwire.host import build
+
     if not version or len(version) > 31:
         raise ReleaseError("a release version is 1 to 31 characters, not %r" % version)
     files = {}
@@ -88,8 +90,9 @@ def bundle(version, app_files=(), mpy=True, arch=None, extra=None):
         for path in app_files:
             name = os.path.basename(path)
             if name in ("boot.py", "main.py"):
-                raise ReleaseError("%s stays on the board (it picks the app): leave it out of the bundle"
-                                   % name)
+                raise ReleaseError(
+                    "%s stays on the board (it picks the app): leave it out of the bundle" % name
+                )
             if not os.path.isfile(path):
                 raise ReleaseError("no such app file: %s" % path)
             if mpy and name.endswith(".py"):
@@ -118,8 +121,9 @@ class Release:
         if kind not in ("app", "firmware"):
             raise ReleaseError("a release is an app bundle or a firmware image, not %r" % kind)
         if not version or len(version) > 31 or not all(" " < c <= "~" and c not in '"\\' for c in version):
-            raise ReleaseError("a release version is 1 to 31 printable characters without quotes, not %r"
-                               % version)
+            raise ReleaseError(
+                "a release version is 1 to 31 printable characters without quotes, not %r" % version
+            )
         if not data:
             raise ReleaseError("release %s is empty" % version)
         if not 16 <= chunk <= 65535:
@@ -133,8 +137,16 @@ class Release:
         return len(self.data)
 
     def manifest(self, **extra):
-        m = {"v": 1, "op": "install", "version": self.version, "kind": self.kind, "size": self.size,
-             "sha256": self.sha256, "chunk": self.chunk, "board": self.board}
+        m = {
+            "v": 1,
+            "op": "install",
+            "version": self.version,
+            "kind": self.kind,
+            "size": self.size,
+            "sha256": self.sha256,
+            "chunk": self.chunk,
+            "board": self.board,
+        }
         m.update(extra)
         return m
 
@@ -154,8 +166,9 @@ class Release:
             return cls("app", version or v, data, board, chunk)
         if data[:1] == b"\xe9":
             from fleetwire.host import espimage
+
             try:
-                img = espimage.verify(lambda o, n: data[o:o + n].ljust(n, b"\xff"), len(data))
+                img = espimage.verify(lambda o, n: data[o : o + n].ljust(n, b"\xff"), len(data))
             except espimage.ImageError as e:
                 raise ReleaseError("not a bootable ESP32 app image: %s" % e)
             v = (img.app or {}).get("version")
@@ -163,7 +176,7 @@ class Release:
                 raise ReleaseError("the image's app description says %s, not %s" % (v, version))
             if not (version or v):
                 raise ReleaseError("the image has no app description naming its version: give one")
-            return cls("firmware", version or v, data[:img.length], board, chunk)
+            return cls("firmware", version or v, data[: img.length], board, chunk)
         raise ReleaseError("neither an app bundle (FWB1) nor an ESP32 app image (0xE9)")
 
     @classmethod
@@ -179,5 +192,9 @@ class Release:
             raise ReleaseError("%s: %s" % (path, e))
 
     def __repr__(self):
-        return "Release(%s %s, %d bytes, sha256 %s...)" % (self.kind, self.version, self.size,
-                                                          self.sha256[:12])
+        return "Release(%s %s, %d bytes, sha256 %s...)" % (
+            self.kind,
+            self.version,
+            self.size,
+            self.sha256[:12],
+        )

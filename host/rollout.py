@@ -20,6 +20,7 @@ Per stage: offer (retained, fleetwire.host.otaserve), then until every offered d
 A halt withdraws the offer from the devices that have not switched and, with
 rollback_on_halt, orders those that did back to the baseline. The verdict says why, with the
 numbers."""
+
 import csv
 import hashlib
 import math
@@ -29,8 +30,13 @@ import time
 from dataclasses import dataclass, field
 
 # what a device's vitals say about the release -> the progress bucket it is in
-OFFERED, DOWNLOADING, CONFIRMED, ROLLED_BACK, FAILED = "offered", "downloading", "confirmed", "rolled back", \
-    "failed"
+OFFERED, DOWNLOADING, CONFIRMED, ROLLED_BACK, FAILED = (
+    "offered",
+    "downloading",
+    "confirmed",
+    "rolled back",
+    "failed",
+)
 BUCKETS = (OFFERED, DOWNLOADING, CONFIRMED, ROLLED_BACK, FAILED)
 DONE = (CONFIRMED, ROLLED_BACK, FAILED)
 
@@ -41,36 +47,36 @@ class RolloutError(ValueError):
 
 @dataclass
 class Thresholds:
-    max_crash_free_drop: float = 2.0    # percentage points of crash-free hours
-    max_coverage_drop: float = 0.05     # mean coverage (0..1)
-    max_loss_rise: float = 0.02         # mean loss rate (0..1)
-    min_device_hours: float = 2.0       # of the new release in the report, to judge at all
-    max_failed_pct: float = 20.0        # rolled back + refused + failed, of the devices offered
+    max_crash_free_drop: float = 2.0  # percentage points of crash-free hours
+    max_coverage_drop: float = 0.05  # mean coverage (0..1)
+    max_loss_rise: float = 0.02  # mean loss rate (0..1)
+    min_device_hours: float = 2.0  # of the new release in the report, to judge at all
+    max_failed_pct: float = 20.0  # rolled back + refused + failed, of the devices offered
 
 
 @dataclass
 class Stage:
     name: str
-    devices: list                       # every device up to this stage (cumulative)
-    new: list                           # the devices this stage adds
+    devices: list  # every device up to this stage (cumulative)
+    new: list  # the devices this stage adds
 
 
 @dataclass
 class Verdict:
     ok: bool
-    lines: list = field(default_factory=list)   # one per check, with the numbers
+    lines: list = field(default_factory=list)  # one per check, with the numbers
     numbers: dict = field(default_factory=dict)
-    reason: str = ""                             # why it halts (one line), "" if ok
+    reason: str = ""  # why it halts (one line), "" if ok
 
 
 @dataclass
 class Result:
-    status: str                         # "done" or "halted"
-    stage: int                          # the stage it ended in (1-based)
+    status: str  # "done" or "halted"
+    stage: int  # the stage it ended in (1-based)
     reason: str = ""
     verdict: Verdict = None
     counts: dict = field(default_factory=dict)
-    rolled_back: list = field(default_factory=list)   # devices ordered back
+    rolled_back: list = field(default_factory=list)  # devices ordered back
 
 
 def order(devices, release):
@@ -103,8 +109,9 @@ def plan(spec, devices, release, groups=None):
         else:
             members = [d for d in ordered if (groups or {}).get(d) == it]
             if not members:
-                raise RolloutError("stage %r: no device is in group %r (the devices file's second column)"
-                                   % (it, it))
+                raise RolloutError(
+                    "stage %r: no device is in group %r (the devices file's second column)" % (it, it)
+                )
             upto = have + [d for d in members if d not in have]
         new = [d for d in upto if d not in have]
         if not new:
@@ -148,12 +155,21 @@ def bar(c, total, width=24):
 
 
 def progress_line(i, n, stage, c, total):
-    return ("stage %d/%d %-6s %s  offered %d | downloading %d | confirmed %d | rolled back %d | failed %d"
-            % (i, n, stage.name, bar(c, total), total, c[DOWNLOADING], c[CONFIRMED], c[ROLLED_BACK],
-               c[FAILED]))
+    return "stage %d/%d %-6s %s  offered %d | downloading %d | confirmed %d | rolled back %d | failed %d" % (
+        i,
+        n,
+        stage.name,
+        bar(c, total),
+        total,
+        c[DOWNLOADING],
+        c[CONFIRMED],
+        c[ROLLED_BACK],
+        c[FAILED],
+    )
 
 
 # ---- the gate
+
 
 def _num(v):
     try:
@@ -173,8 +189,11 @@ def judge(rows, version, baseline, th):
         return Verdict(False, [why], {"device_hours": 0}, why)
     hours = _num(new.get("device_hours")) or 0
     if hours < th.min_device_hours:
-        why = ("not enough to judge: %s has %g device-hours in the report, the gate wants %g"
-               % (version, hours, th.min_device_hours))
+        why = "not enough to judge: %s has %g device-hours in the report, the gate wants %g" % (
+            version,
+            hours,
+            th.min_device_hours,
+        )
         return Verdict(False, [why], {"device_hours": hours}, why)
     base_v = baseline if baseline in by else new.get("prev_fw_version")
     base = by.get(base_v)
@@ -196,13 +215,33 @@ def judge(rows, version, baseline, th):
         fail = d * worse > limit
         numbers[col] = (a, b, d)
         line = "%-17s %s %s (%s device-hours) against %s %s (%s): %s, limit %s%s  %s" % (
-            label, version, fmt % a, _hours(new), base_v, fmt % b, _hours(base), dfmt % d,
-            "-" if worse < 0 else "+", (dfmt % limit).lstrip("+"), "HALT" if fail else "ok")
+            label,
+            version,
+            fmt % a,
+            _hours(new),
+            base_v,
+            fmt % b,
+            _hours(base),
+            dfmt % d,
+            "-" if worse < 0 else "+",
+            (dfmt % limit).lstrip("+"),
+            "HALT" if fail else "ok",
+        )
         lines.append(line)
         if fail:
-            bad.append("%s %s on %s against %s on %s (%s, the limit is %s%s)" % (
-                label, fmt % a, version, fmt % b, base_v, dfmt % d, "-" if worse < 0 else "+",
-                (dfmt % limit).lstrip("+")))
+            bad.append(
+                "%s %s on %s against %s on %s (%s, the limit is %s%s)"
+                % (
+                    label,
+                    fmt % a,
+                    version,
+                    fmt % b,
+                    base_v,
+                    dfmt % d,
+                    "-" if worse < 0 else "+",
+                    (dfmt % limit).lstrip("+"),
+                )
+            )
     numbers["baseline"] = base_v
     return Verdict(not bad, lines, numbers, "; ".join(bad))
 
@@ -218,6 +257,7 @@ def read_cohorts(report_dir):
     pq = os.path.join(report_dir, "firmware_cohort")
     if os.path.isdir(pq):
         import pandas as pd
+
         return pd.read_parquet(pq).to_dict("records")
     with open(csv_path, newline="") as f:
         return list(csv.DictReader(f))
@@ -227,6 +267,7 @@ def run_report(landing, out, log=print):
     """`fleetwire report --input landing --out out --no-report` (in this process, through its
     entry point) -> the release table's rows. RuntimeError when the report fails."""
     from fleetwire.tools import report
+
     rc = report.main(["--input", landing, "--out", out, "--no-report"])
     if rc:
         raise RuntimeError("fleetwire report --input %s failed (exit %d)" % (landing, rc))
@@ -249,12 +290,26 @@ class Gate:
 
 # ---- the rollout
 
+
 class Rollout:
     """Rollout(service, release, stages, gate=None, th=Thresholds(), soak_s=60, stage_timeout_s=600,
     rollback_on_halt=False, baseline=None, out=sys.stdout, poll_s=1.0).run() -> Result."""
 
-    def __init__(self, service, release, stages, gate=None, th=None, soak_s=60.0, stage_timeout_s=600.0,
-                 rollback_on_halt=False, baseline=None, out=None, poll_s=1.0, sleep=time.sleep):
+    def __init__(
+        self,
+        service,
+        release,
+        stages,
+        gate=None,
+        th=None,
+        soak_s=60.0,
+        stage_timeout_s=600.0,
+        rollback_on_halt=False,
+        baseline=None,
+        out=None,
+        poll_s=1.0,
+        sleep=time.sleep,
+    ):
         self.service, self.release, self.stages, self.gate = service, release, stages, gate
         self.th = th or Thresholds()
         self.soak_s, self.stage_timeout_s, self.poll_s = soak_s, stage_timeout_s, poll_s
@@ -295,16 +350,27 @@ class Rollout:
     def run(self):
         rel, svc, n = self.release, self.service, len(self.stages)
         total = len(self.stages[-1].devices)
-        self.say("%s %s (%d bytes, sha256 %s...) to %d devices in %d stages: %s" % (
-            rel.kind, rel.version, rel.size, rel.sha256[:12], total, n,
-            ", ".join("%s (%d)" % (s.name, len(s.devices)) for s in self.stages)))
+        self.say(
+            "%s %s (%d bytes, sha256 %s...) to %d devices in %d stages: %s"
+            % (
+                rel.kind,
+                rel.version,
+                rel.size,
+                rel.sha256[:12],
+                total,
+                n,
+                ", ".join("%s (%d)" % (s.name, len(s.devices)) for s in self.stages),
+            )
+        )
         svc.add(rel)
         baseline = self._baseline(self.stages[-1].devices)
         counts = {}
         for i, stage in enumerate(self.stages, 1):
             svc.offer(stage.new, rel)
-            self.say("stage %d/%d (%s): offered to %d more devices, %d in all"
-                     % (i, n, stage.name, len(stage.new), len(stage.devices)))
+            self.say(
+                "stage %d/%d (%s): offered to %d more devices, %d in all"
+                % (i, n, stage.name, len(stage.new), len(stage.devices))
+            )
             end = time.monotonic() + self.stage_timeout_s
             while True:
                 counts = count(svc, stage.devices, rel)
@@ -314,13 +380,20 @@ class Rollout:
                 self.sleep(self.poll_s)
             waiting = counts[OFFERED] + counts[DOWNLOADING]
             if waiting:
-                self.say("stage %d: %d devices had not finished after %g s; going on with the %d that did"
-                         % (i, waiting, self.stage_timeout_s, len(stage.devices) - waiting))
+                self.say(
+                    "stage %d: %d devices had not finished after %g s; going on with the %d that did"
+                    % (i, waiting, self.stage_timeout_s, len(stage.devices) - waiting)
+                )
             bad = counts[ROLLED_BACK] + counts[FAILED]
             pct = 100.0 * bad / len(stage.devices)
             if pct > self.th.max_failed_pct:
                 why = "%d of %d devices rolled back or failed (%.0f %%, the limit is %g %%)%s" % (
-                    bad, len(stage.devices), pct, self.th.max_failed_pct, self._why(stage))
+                    bad,
+                    len(stage.devices),
+                    pct,
+                    self.th.max_failed_pct,
+                    self._why(stage),
+                )
                 return self._halt(i, stage, counts, why, None, baseline)
             if i == n:
                 break
@@ -331,16 +404,20 @@ class Rollout:
                     self.sleep(min(self.poll_s, max(0.0, end - time.monotonic())))
                     counts = count(svc, stage.devices, rel)
                     self._show(progress_line(i, n, stage, counts, len(stage.devices)))
-                self.say("gate after stage %d: the report's release table, %s against %s"
-                         % (i, rel.version, baseline or "the release before it"))
+                self.say(
+                    "gate after stage %d: the report's release table, %s against %s"
+                    % (i, rel.version, baseline or "the release before it")
+                )
                 v = self.gate(rel.version, baseline)
                 for line in v.lines:
                     self.say("  " + line)
                 if not v.ok:
                     return self._halt(i, stage, counts, v.reason, v, baseline)
                 self.say("gate after stage %d: passed" % i)
-        self.say("done: %s on %d of %d devices (%d rolled back, %d failed)" % (
-            rel.version, counts[CONFIRMED], total, counts[ROLLED_BACK], counts[FAILED]))
+        self.say(
+            "done: %s on %d of %d devices (%d rolled back, %d failed)"
+            % (rel.version, counts[CONFIRMED], total, counts[ROLLED_BACK], counts[FAILED])
+        )
         return Result("done", n, counts=counts)
 
     def _why(self, stage):
@@ -366,13 +443,17 @@ class Rollout:
         back = []
         if self.rollback_on_halt and switched:
             if not baseline:
-                self.say("no rollback ordered: the release before %s is not known (give --baseline)"
-                         % self.release.version)
+                self.say(
+                    "no rollback ordered: the release before %s is not known (give --baseline)"
+                    % self.release.version
+                )
             else:
                 svc.revert(switched, baseline)
                 back = switched
                 self.say("ordered %d devices back to %s" % (len(back), baseline))
         elif switched:
-            self.say("%d devices keep %s (--rollback-on-halt orders them back)" % (len(switched),
-                                                                                  self.release.version))
+            self.say(
+                "%d devices keep %s (--rollback-on-halt orders them back)"
+                % (len(switched), self.release.version)
+            )
         return Result("halted", i, reason, verdict, counts, back)

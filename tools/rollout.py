@@ -16,6 +16,7 @@ shows each stage's progress from the boards' vitals, and lands their telemetry i
 (its own collector) for the gate's report. Exit codes: 0 rolled out, 3 halted (the reason and
 the numbers are printed), 2 bad input, 1 failure (broker, report).
 """
+
 import os
 import sys
 
@@ -27,35 +28,65 @@ def add_arguments(p):
     p.add_argument("--release", required=True, help="an app bundle (fleetwire bundle) or an ESP32 app image")
     p.add_argument("--version", help="the release's version (default: the one it names)")
     p.add_argument("--board", default="esp32", help="the board kind it is for (default %(default)s)")
-    p.add_argument("--chunk", type=int, default=1024, help="most bytes per chunk (default %(default)s; a "
-                   "board asks for less when its max_packet needs it)")
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=1024,
+        help="most bytes per chunk (default %(default)s; a board asks for less when its max_packet needs it)",
+    )
     g = p.add_argument_group("devices")
     g.add_argument("--devices", metavar="FILE", help="one device id a line, optionally ',group'")
     g.add_argument("--device", action="append", default=[], metavar="ID", help="a device (repeat)")
-    g.add_argument("--discover", type=float, metavar="S",
-                   help="every device heard on fleet/+/telemetry within S seconds")
-    p.add_argument("--stages", default="5%,25%,100%",
-                   help="shares of the fleet (5%%,25%%,100%%) or groups (canary,eu,*) (default %(default)s)")
-    p.add_argument("--stage-timeout", type=float, default=600,
-                   help="s a stage waits for its devices (default 600)")
-    p.add_argument("--soak", type=float, default=600, help="s the updated devices run before the gate "
-                   "(default 600)")
+    g.add_argument(
+        "--discover", type=float, metavar="S", help="every device heard on fleet/+/telemetry within S seconds"
+    )
+    p.add_argument(
+        "--stages",
+        default="5%,25%,100%",
+        help="shares of the fleet (5%%,25%%,100%%) or groups (canary,eu,*) (default %(default)s)",
+    )
+    p.add_argument(
+        "--stage-timeout", type=float, default=600, help="s a stage waits for its devices (default 600)"
+    )
+    p.add_argument(
+        "--soak", type=float, default=600, help="s the updated devices run before the gate (default 600)"
+    )
     g = p.add_argument_group("the gate")
-    g.add_argument("--landing", help="telemetry landing zone for the gate's report (a collector of this "
-                   "command lands in it, unless --no-collect)")
+    g.add_argument(
+        "--landing",
+        help="telemetry landing zone for the gate's report (a collector of this "
+        "command lands in it, unless --no-collect)",
+    )
     g.add_argument("--report-dir", help="where the gate's report goes (default LANDING/../rollout-report)")
-    g.add_argument("--no-collect", action="store_true", help="another collector lands the telemetry (whole "
-                   "files only: an hour's file appears when the hour is over)")
+    g.add_argument(
+        "--no-collect",
+        action="store_true",
+        help="another collector lands the telemetry (whole "
+        "files only: an hour's file appears when the hour is over)",
+    )
     g.add_argument("--no-gate", action="store_true", help="no report between stages")
     g.add_argument("--baseline", help="the release to compare with (default: the one the devices run)")
-    g.add_argument("--max-crash-free-drop", type=float, default=2.0,
-                   help="percentage points of crash-free hours (default 2)")
+    g.add_argument(
+        "--max-crash-free-drop",
+        type=float,
+        default=2.0,
+        help="percentage points of crash-free hours (default 2)",
+    )
     g.add_argument("--max-coverage-drop", type=float, default=0.05, help="mean coverage, 0..1 (default 0.05)")
     g.add_argument("--max-loss-rise", type=float, default=0.02, help="mean loss rate, 0..1 (default 0.02)")
-    g.add_argument("--min-device-hours", type=float, default=2,
-                   help="device-hours of the release needed to judge (default 2)")
-    g.add_argument("--max-failed", type=float, default=20, metavar="PCT",
-                   help="rolled back + failed devices, %% of those offered, that halt (default 20)")
+    g.add_argument(
+        "--min-device-hours",
+        type=float,
+        default=2,
+        help="device-hours of the release needed to judge (default 2)",
+    )
+    g.add_argument(
+        "--max-failed",
+        type=float,
+        default=20,
+        metavar="PCT",
+        help="rolled back + failed devices, %% of those offered, that halt (default 20)",
+    )
     g.add_argument("--rollback-on-halt", action="store_true", help="order the updated devices back on a halt")
     g = p.add_argument_group("login (the operator's)")
     g.add_argument("--tls-ca", help="CA of the broker's certificate")
@@ -90,6 +121,7 @@ def run(args):
     from fleetwire.host import rollout as ro
     from fleetwire.host.otaserve import ServiceError, UpdateService
     from fleetwire.host.release import Release, ReleaseError
+
     host, _, port = args.broker.rpartition(":")
     if not port.isdigit():
         return _fail("--broker is HOST:PORT, not %r" % args.broker)
@@ -116,14 +148,22 @@ def run(args):
         return _fail(str(e))
     ids += args.device
     password = os.environ.get("FLEETWIRE_MQTT_PASSWORD") if args.user else None
-    svc = UpdateService(host or "127.0.0.1", int(port), client_id="fleetwire-rollout-%d" % os.getpid(),
-                        tls_ca=args.tls_ca, tls_cert=args.cert, tls_key=args.key, user=args.user,
-                        password=password)
+    svc = UpdateService(
+        host or "127.0.0.1",
+        int(port),
+        client_id="fleetwire-rollout-%d" % os.getpid(),
+        tls_ca=args.tls_ca,
+        tls_cert=args.cert,
+        tls_key=args.key,
+        user=args.user,
+        password=password,
+    )
     collector = None
     try:
         svc.start()
         if args.discover:
             import time
+
             print("[rollout] listening %g s for devices on fleet/+/telemetry" % args.discover, flush=True)
             time.sleep(args.discover)
             ids += sorted(d for d in svc.devices if d not in ids)
@@ -131,21 +171,36 @@ def run(args):
             stages = ro.plan(args.stages, ids, rel, groups)
         except ro.RolloutError as e:
             return _fail(str(e))
-        th = ro.Thresholds(args.max_crash_free_drop, args.max_coverage_drop, args.max_loss_rise,
-                           args.min_device_hours, args.max_failed)
+        th = ro.Thresholds(
+            args.max_crash_free_drop,
+            args.max_coverage_drop,
+            args.max_loss_rise,
+            args.min_device_hours,
+            args.max_failed,
+        )
         gate = None
         if not args.no_gate:
             if not args.no_collect:
                 from fleetwire.host.collector import Collector
-                collector = Collector(host or "127.0.0.1", int(port), args.landing,
-                                      "rollout-collector-%d" % os.getpid(), tls_ca=args.tls_ca,
-                                      tls_cert=args.cert, tls_key=args.key, user=args.user,
-                                      password=password).start()
-            out = args.report_dir or os.path.join(os.path.dirname(os.path.abspath(args.landing)),
-                                                  "rollout-report")
+
+                collector = Collector(
+                    host or "127.0.0.1",
+                    int(port),
+                    args.landing,
+                    "rollout-collector-%d" % os.getpid(),
+                    tls_ca=args.tls_ca,
+                    tls_cert=args.cert,
+                    tls_key=args.key,
+                    user=args.user,
+                    password=password,
+                ).start()
+            out = args.report_dir or os.path.join(
+                os.path.dirname(os.path.abspath(args.landing)), "rollout-report"
+            )
             gate = ro.Gate(args.landing, out, th, seal=collector.close_all if collector else None)
-        res = ro.Rollout(svc, rel, stages, gate, th, args.soak, args.stage_timeout, args.rollback_on_halt,
-                         args.baseline).run()
+        res = ro.Rollout(
+            svc, rel, stages, gate, th, args.soak, args.stage_timeout, args.rollback_on_halt, args.baseline
+        ).run()
     except ServiceError as e:
         print("fleetwire rollout: %s" % e, file=sys.stderr)
         return 1

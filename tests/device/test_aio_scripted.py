@@ -1,5 +1,6 @@
 """The asyncio front (fleetwire.aio.AsyncClient) against a scripted broker, on MicroPython
 (the suite's device heap) and CPython: exact bytes in, exact bytes out."""
+
 import os
 import subprocess
 
@@ -10,13 +11,20 @@ from support import device_command
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aio_burst_program.py")
 
 
-def test_a_burst_of_33_qos1_publishes_in_one_read_is_taken_and_acknowledged(interp, board_lib, scripted_broker):
+def test_a_burst_of_33_qos1_publishes_in_one_read_is_taken_and_acknowledged(
+    interp, board_lib, scripted_broker
+):
     # More PUBLISHes than the acks the client can queue: the reader stops taking packets
     # until the acks are written, then goes on with the ones already read (backpressure)
     b = scripted_broker
     cmd, env = device_command(interp, board_lib, PROGRAM)
-    proc = subprocess.Popen(cmd + ["127.0.0.1", str(b.port), "33"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd + ["127.0.0.1", str(b.port), "33"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         b.accept(timeout=10)
         b.expect(Connect("burst", True, 0))

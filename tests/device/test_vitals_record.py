@@ -1,5 +1,6 @@
 """The vitals record's store_used against the real client and store
 (tests/portable/vitals_cases.py), on CPython and on the MicroPython unix port."""
+
 from portable.harness import make_tests
 
 # The client, a RAM store, the agent and the test scaffolding (json, the case runner)

@@ -1,6 +1,7 @@
 """What the over-the-air update tests share: a board deployed with updates on (a virtual
 board unless --board), the update service logged in as the operator on the board's broker,
 and releases built as `fleetwire bundle` builds them."""
+
 import itertools
 import os
 
@@ -36,6 +37,7 @@ def releases():
         if key not in made:
             made[key] = app_release(version, **kw)
         return made[key]
+
     return get
 
 
@@ -73,29 +75,45 @@ class OTABoard:
 
     def wait_for(self, state, version, timeout=60):
         """Until the board's vitals say ota.state == state for `version` -> the ota member."""
-        ok = self.service.wait(lambda devs: (devs.get(self.id) is not None
-                                             and devs[self.id].ota.get("state") == state
-                                             and devs[self.id].ota.get("version") == version), timeout)
+        ok = self.service.wait(
+            lambda devs: (
+                devs.get(self.id) is not None
+                and devs[self.id].ota.get("state") == state
+                and devs[self.id].ota.get("version") == version
+            ),
+            timeout,
+        )
         assert ok, "no vitals record with ota %s %s within %s s; last: %r\nconsole:\n%s" % (
-            state, version, timeout, self.device and self.device.record, self.console.text[-3000:])
+            state,
+            version,
+            timeout,
+            self.device and self.device.record,
+            self.console.text[-3000:],
+        )
         return self.ota()
 
     def wait_running(self, version, timeout=60):
-        ok = self.service.wait(lambda devs: devs.get(self.id) is not None
-                               and devs[self.id].fw_version == version, timeout)
+        ok = self.service.wait(
+            lambda devs: devs.get(self.id) is not None and devs[self.id].fw_version == version, timeout
+        )
         assert ok, "the board never reported %s; last: %r\nconsole:\n%s" % (
-            version, self.device and self.device.record, self.console.text[-3000:])
+            version,
+            self.device and self.device.record,
+            self.console.text[-3000:],
+        )
 
 
 @pytest.fixture
 def ota_service(request, hil_broker, hil_ca):
     from fleetwire.host.otaserve import UpdateService
+
     kw = {}
     if hil_ca is not None:
         cert, key = request.getfixturevalue("host_credentials")("operator")
         kw = dict(tls_ca=hil_ca.cert_path, tls_cert=cert, tls_key=key)
-    s = UpdateService(hil_broker[0], hil_broker[1], client_id="ota-test-%d-%d" % (os.getpid(), next(_ids)),
-                      **kw)
+    s = UpdateService(
+        hil_broker[0], hil_broker[1], client_id="ota-test-%d-%d" % (os.getpid(), next(_ids)), **kw
+    )
     s.start()
     yield s
     s.stop()
@@ -111,6 +129,7 @@ OTA_HEAP = "192K"
 @pytest.fixture
 def ota_hil_board(request, tmp_path, hil_ca):
     from fleetwire.host.hil import Board
+
     port = request.config.getoption("--board")
     if port:
         b = Board(port, ca=hil_ca)
@@ -118,6 +137,7 @@ def ota_hil_board(request, tmp_path, hil_ca):
         b.close()
         return
     from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+
     vb = VirtualBoard(str(tmp_path / "vboard"), heap=OTA_HEAP, ota=True).start()
     b = None
     try:
@@ -135,7 +155,7 @@ def ota_board(ota_hil_board, ota_service, request, hil_broker):
     b = OTABoard(ota_hil_board, ota_service, request, hil_broker)
     yield b
     if b.id:
-        ota_service.withdraw([b.id])   # no retained offer left behind on the session's broker
+        ota_service.withdraw([b.id])  # no retained offer left behind on the session's broker
 
 
 __all__ = ["wait"]

@@ -26,17 +26,18 @@ EVERY = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 PARTIAL = len(sys.argv) > 4 and sys.argv[4] == "partial"
 OLD_APP = b"VERSION = '1.0.0'\n"
 MOUNT = "/flash"
-TAG = bytes(int(M["sha256"][i:i + 2], 16) for i in range(0, 16, 2))
+TAG = bytes(int(M["sha256"][i : i + 2], 16) for i in range(0, 16, 2))
 
 
 def files_of(bundle):
     import struct
+
     n = struct.unpack_from("<I", bundle, 4)[0]
     pos, out = 8, {}
     for _ in range(n):
         nl, dl = struct.unpack_from("<HI", bundle, pos)
         pos += 6
-        out[bundle[pos:pos + nl].decode()] = bundle[pos + nl:pos + nl + dl]
+        out[bundle[pos : pos + nl].decode()] = bundle[pos + nl : pos + nl + dl]
         pos += nl + dl
     return out
 
@@ -48,7 +49,7 @@ def _make():
     f = NorFlash(32)
     vfs.VfsLfs2.mkfs(f)
     vfs.mount(vfs.VfsLfs2(f), MOUNT)
-    with open(MOUNT + "/app.py", "wb") as g:   # the deployed app, release 1.0.0
+    with open(MOUNT + "/app.py", "wb") as g:  # the deployed app, release 1.0.0
         g.write(OLD_APP)
     vfs.umount(MOUNT)
     return f
@@ -88,8 +89,15 @@ def run_update(restarts):
     """Offer the release and serve the board's requests until it restarts into it ->
     (the Updater, the first offset it asked for, or None)"""
     asks = []
-    u = ota.Updater("cut", lambda t, p: asks.append(bytes(p)), kind="esp32", running="1.0.0",
-                    restart=lambda: restarts.append(1), max_packet=2048, window=2)
+    u = ota.Updater(
+        "cut",
+        lambda t, p: asks.append(bytes(p)),
+        kind="esp32",
+        running="1.0.0",
+        restart=lambda: restarts.append(1),
+        max_packet=2048,
+        window=2,
+    )
     u.handle(u.t_offer, MAN)
     first = None
     guard = 0
@@ -108,7 +116,7 @@ def run_update(restarts):
                 p = o + i * c
                 if p >= len(BUNDLE):
                     break
-                u.handle(u.t_chunk, TAG + p.to_bytes(4, "big") + BUNDLE[p:p + c])
+                u.handle(u.t_chunk, TAG + p.to_bytes(4, "big") + BUNDLE[p : p + c])
         u.step()
         if not asks and not restarts and not u.verify_due and u.state == ota.DOWNLOADING:
             raise AssertionError("the updater asks for nothing and waits")
@@ -126,7 +134,7 @@ def boot_check():
     every file of it is whole."""
     path, mods = list(sys.path), dict(sys.modules)
     st = otaboot.select()
-    sys.path[:] = path          # this harness's own path and modules back
+    sys.path[:] = path  # this harness's own path and modules back
     for k, v in mods.items():
         sys.modules[k] = v
     slot = (st or {}).get("app")
@@ -151,6 +159,7 @@ def listing():
                 walk(p)
             else:
                 out.append(p)
+
     walk(".")
     return out
 
@@ -173,13 +182,14 @@ def one(cut_at, partial):
     # what the cut left open (the download's file) is gone with the power: collected now, while
     # the flash is dead, so that its finaliser cannot write to the flash after power-on
     import gc
+
     gc.collect()
     if phase == "done":
-        return None               # the whole update ran without reaching op cut_at
+        return None  # the whole update ran without reaching op cut_at
     f.power_on()
     mount(f)
     first_boot = boot_check()
-    if first_boot == "new":       # the switch was made: the new release is on its trial
+    if first_boot == "new":  # the switch was made: the new release is on its trial
         assert otastate.load()["trial"]["boots"] == 1
         unmount()
         return first_boot, "switched"
@@ -205,7 +215,7 @@ def main():
     resumed_mid = 0
     cuts = 0
     for k in range(1, total + 1, EVERY):
-        for partial in ((False, True) if PARTIAL else (False,)):
+        for partial in (False, True) if PARTIAL else (False,):
             r = one(k, partial)
             if r is None:
                 continue
@@ -214,8 +224,10 @@ def main():
             if isinstance(r[1], int) and r[1] > 0:
                 resumed_mid += 1
             print("cut", k, "partial" if partial else "clean", r[0], r[1])
-    print("done ops=%d cuts=%d old=%d new=%d resumed_mid=%d" % (total, cuts, seen["old"], seen["new"],
-                                                               resumed_mid))
+    print(
+        "done ops=%d cuts=%d old=%d new=%d resumed_mid=%d"
+        % (total, cuts, seen["old"], seen["new"], resumed_mid)
+    )
 
 
 main()

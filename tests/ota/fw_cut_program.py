@@ -22,7 +22,7 @@ except OSError:
 
 def old_slot():
     f = NorFlash(8)
-    old = bytes((i * 7 + 3) & 0xFF for i in range(len(IMG) + 5000))   # the image before this one
+    old = bytes((i * 7 + 3) & 0xFF for i in range(len(IMG) + 5000))  # the image before this one
     f.program(0, old)
     return f
 
@@ -36,7 +36,7 @@ def download(part, resume):
     start = done
     while done < len(IMG):
         n = min(CH, len(IMG) - done)
-        msg = b"tag-offset.." + IMG[done:done + n]      # as the client hands a chunk over
+        msg = b"tag-offset.." + IMG[done : done + n]  # as the client hands a chunk over
         t.write(msg, 12, n, done)
         done += n
     t.close()

@@ -5,12 +5,12 @@ chunks and no other board's; no board can ask in another's name."""
 
 
 def test_a_board_asks_for_its_own_chunks_and_sees_no_other_boards_update(identity_mosquitto, make_observer):
-    service = make_observer(identity_mosquitto)              # the operator
+    service = make_observer(identity_mosquitto)  # the operator
     service.subscribe("fleet/+/ota_get", 0)
     board = make_observer(identity_mosquitto, identity=("ota-acl-1", "device"))
     board.subscribe("fleet/ota-acl-1/ota/#", 1)
     other = make_observer(identity_mosquitto, identity=("ota-acl-2", "device"))
-    other.subscribe("fleet/ota-acl-1/ota/#", 1)               # granted, but nothing may be delivered
+    other.subscribe("fleet/ota-acl-1/ota/#", 1)  # granted, but nothing may be delivered
     other.publish("fleet/ota-acl-1/ota_get", b"posing-as-ota-acl-1", qos=1)
     board.publish("fleet/ota-acl-1/ota_get", b"request", qos=0)
     got = service.wait_until(lambda m: any(x[1] == b"request" for x in m))
@@ -19,6 +19,6 @@ def test_a_board_asks_for_its_own_chunks_and_sees_no_other_boards_update(identit
     service.publish("fleet/ota-acl-1/ota/chunk", b"chunk", qos=1)
     got = board.wait_until(lambda m: len(m) >= 2)
     assert [x[1] for x in got] == [b"manifest", b"chunk"]
-    service.publish("fleet/ota-acl-1/ota/offer", b"", qos=1, retain=True)   # no retained offer left behind
+    service.publish("fleet/ota-acl-1/ota/offer", b"", qos=1, retain=True)  # no retained offer left behind
     board.wait_until(lambda m: len(m) >= 3)
     assert other.messages == []

@@ -1,6 +1,7 @@
 """Over-the-air updates on a board (fleetwire.ota): a virtual board unless --board, the
 board's own main.py and fleetwire.runner with "ota": true, a mosquitto that enforces fleet
 identity, and the update service (fleetwire.host.otaserve) logged in as the operator."""
+
 import os
 
 import pytest
@@ -20,7 +21,6 @@ def test_an_app_update_reaches_the_board_over_the_broker_and_the_board_runs_it(o
     assert b.service.devices[b.id].bytes_sent == rel.size
 
 
-
 def _board_file(b, path):
     p = os.path.join(b.board.vboard.fs, path)
     return open(p).read() if os.path.exists(p) else None
@@ -35,10 +35,10 @@ def test_a_bad_release_is_refused_with_its_reason_in_vitals_and_nothing_switched
     manifest = None
     if fault == "a corrupted chunk":
         bad = bytearray(rel.data)
-        bad[rel.size // 2] ^= 0x10               # one bit flipped on its way
+        bad[rel.size // 2] ^= 0x10  # one bit flipped on its way
         b.service.add(rel, data=bytes(bad))
     elif fault == "a truncated image":
-        b.service.add(rel, data=rel.data[:rel.size - 3000])
+        b.service.add(rel, data=rel.data[: rel.size - 3000])
     elif fault == "a wrong size":
         manifest = rel.manifest(size=rel.size - 100)
     else:
@@ -83,12 +83,15 @@ def test_a_new_app_that_fails_its_trial_is_rolled_back_and_the_board_says_why(ot
     b.service.offer([b.id], rel)
     b.console.wait_for("ota: app %s on trial" % version, 60)
     ota = b.wait_for("rolled_back", version, 90)
-    why = ("the new app failed: RuntimeError: release 2.0.1 cannot start" if how == "crashes at boot"
-           else "release 2.0.2: not connected within 6 s of boot")
+    why = (
+        "the new app failed: RuntimeError: release 2.0.1 cannot start"
+        if how == "crashes at boot"
+        else "release 2.0.2: not connected within 6 s of boot"
+    )
     assert why in ota["reason"], ota
     b.wait_running("1.0.0")
     b.console.wait_for("resetting; the previous release comes back")
-    if b.board.virtual:   # back on the deployed app: no bundle runs
+    if b.board.virtual:  # back on the deployed app: no bundle runs
         assert '"app": null' in _board_file(b, "ota/boot.json")
     # the offer is still there (retained): the board does not take the release again
     sent = b.service.devices[b.id].bytes_sent
@@ -100,7 +103,8 @@ def test_a_new_app_that_fails_its_trial_is_rolled_back_and_the_board_says_why(ot
 
 
 def test_a_power_cut_at_every_chunk_boundary_resumes_there_and_the_board_always_runs_one_release(
-        ota_board, releases):
+    ota_board, releases
+):
     b = ota_board
     if not b.board.virtual:
         pytest.skip("cutting the power needs a virtual board")
@@ -115,9 +119,10 @@ def test_a_power_cut_at_every_chunk_boundary_resumes_there_and_the_board_always_
         asked.append(offset)
         if offset and offset not in cut:
             cut.add(offset)
-            b.board.power_cycle()     # everything up to `offset` is on its flash; the power goes
+            b.board.power_cycle()  # everything up to `offset` is on its flash; the power goes
             return False
         return True
+
     b.service.before_serve = at_request
     b.service.offer([b.id], rel)
     b.wait_for("confirmed", "2.0.0", 180)
@@ -128,7 +133,7 @@ def test_a_power_cut_at_every_chunk_boundary_resumes_there_and_the_board_always_
         i = asked.index(o)
         assert asked[i + 1] == o, asked
     assert asked.count(0) == 1
-    assert b.service.devices[b.id].bytes_sent == rel.size      # no byte downloaded twice
+    assert b.service.devices[b.id].bytes_sent == rel.size  # no byte downloaded twice
     # every boot until the switch ran the deployed release (the resumes were its), the one after
     # it the new one, once
     text = b.console.wait_for("ota: app 2.0.0 on trial")
@@ -138,10 +143,12 @@ def test_a_power_cut_at_every_chunk_boundary_resumes_there_and_the_board_always_
 
 
 def test_a_power_cut_while_the_update_is_checked_unpacked_and_switched_keeps_one_whole_release(
-        ota_board, releases):
+    ota_board, releases
+):
     # cut_program.py cuts at every flash operation of these steps; here the real board is cut
     # at moments after its last chunk (the check, the unpacking and the switch take ~0.1-0.5 s)
     import threading
+
     b = ota_board
     if not b.board.virtual:
         pytest.skip("cutting the power needs a virtual board")
@@ -153,16 +160,22 @@ def test_a_power_cut_while_the_update_is_checked_unpacked_and_switched_keeps_one
         once = []
 
         def at_request(device, offset, count, rel=rel, delay=delay, once=once):
-            if not once and offset + count * 1024 >= rel.size:   # the last window: served, then the cut
+            if not once and offset + count * 1024 >= rel.size:  # the last window: served, then the cut
                 once.append(offset)
                 threading.Timer(delay, b.board.power_cycle).start()
             return True
+
         b.service.before_serve = at_request
         b.service.offer([b.id], rel)
         # a cut before the switch: the update resumes and is confirmed; after it, during the new
         # release's trial: that boot ended before it confirmed, so the board goes back
-        assert b.service.wait(lambda devs: devs[b.id].ota.get("version") == version
-                              and devs[b.id].ota.get("state") in ("confirmed", "rolled_back"), 90)
+        assert b.service.wait(
+            lambda devs: (
+                devs[b.id].ota.get("version") == version  # noqa: B023 (waited for in this iteration)
+                and devs[b.id].ota.get("state") in ("confirmed", "rolled_back")
+            ),
+            90,
+        )
         if b.ota()["state"] == "confirmed":
             outcomes.append("confirmed")
             current = version
@@ -172,19 +185,21 @@ def test_a_power_cut_while_the_update_is_checked_unpacked_and_switched_keeps_one
         b.wait_running(current)
         assert once
     text = b.console.text
-    assert "Traceback" not in text and "ImportError" not in text   # no boot ran a broken or mixed app
+    assert "Traceback" not in text and "ImportError" not in text  # no boot ran a broken or mixed app
     assert "confirmed" in outcomes
 
 
 def firmware(version, **files):
     from fleetwire.host.espimage import app_image
     from fleetwire.host.release import Release
+
     files = dict({"fwinfo.py": "VERSION = %r\n" % version}, **files)
     return Release.from_bytes(app_image(version, files=files))
 
 
 def _otadata(b):
     from fleetwire.host import bootloader
+
     vb = b.board.vboard
     part = next(p for p in vb.partition_table() if p.label == "otadata")
     return [(e.seq, bootloader.STATE_NAMES[e.state]) for e in bootloader.read_otadata(vb.flash, part)]
@@ -204,7 +219,7 @@ def test_a_firmware_image_goes_into_the_next_ota_slot_boots_and_is_confirmed(ota
     b.wait_running("3.0.0")
     vb = b.board.vboard
     assert (vb.boot.partition.label, vb.boot.version) == ("ota_1", "3.0.0")
-    assert _otadata(b)[1] == (2, "valid")     # mark_app_valid_cancel_rollback(): no rollback now
+    assert _otadata(b)[1] == (2, "valid")  # mark_app_valid_cancel_rollback(): no rollback now
 
 
 def test_a_firmware_image_that_crashes_at_boot_is_rolled_back_by_the_bootloader(ota_board):
@@ -232,9 +247,10 @@ def test_a_firmware_image_that_does_not_verify_is_refused_by_set_boot_and_nothin
     b.wait_running("1.0.0")
     good = firmware("3.0.2")
     bad = bytearray(good.data)
-    bad[-40] ^= 0xFF                          # inside its appended SHA-256: esptool's image, broken
+    bad[-40] ^= 0xFF  # inside its appended SHA-256: esptool's image, broken
     from fleetwire.host.release import Release
-    rel = Release("firmware", "3.0.2", bytes(bad))    # its manifest's SHA-256 is of the broken bytes
+
+    rel = Release("firmware", "3.0.2", bytes(bad))  # its manifest's SHA-256 is of the broken bytes
     b.service.offer([b.id], rel)
     ota = b.wait_for("failed", "3.0.2")
     assert ota["code"] == "image" and "ESP_ERR_OTA_VALIDATE_FAILED" in ota["reason"], ota
@@ -252,7 +268,7 @@ def test_the_operator_orders_a_board_back_to_the_release_before(ota_board, relea
     ota = b.wait_for("rolled_back", "2.0.0")
     assert ota["code"] == "ordered" and "the operator ordered a rollback to 1.0.0" in ota["reason"]
     b.wait_running("1.0.0")
-    assert b.service.devices[b.id].bytes_sent == sent     # nothing downloaded: the old app was kept
+    assert b.service.devices[b.id].bytes_sent == sent  # nothing downloaded: the old app was kept
     # a revert to a release this board never ran is refused
     b.service.revert([b.id], "0.9.0")
     ota = b.wait_for("refused", "0.9.0")

@@ -4,6 +4,7 @@ mosquitto, with an app that prints the fleetwire modules loaded once set up and 
 main loop runs. Without "ota" in config.json no ota* module is ever imported; with it the
 resident updater (fleetwire.ota, and fleetwire.otastate for its files) is, and nothing of an
 offer, a download or a trial until one comes (fleetwire.otaops, otaapp, otafw, otaboot)."""
+
 import json
 import os
 import shutil
@@ -34,8 +35,13 @@ def run_main(board_lib, broker, where, **cfg):
     shutil.copy(MAIN, os.path.join(where, "main.py"))
     with open(os.path.join(where, "app.py"), "w") as f:
         f.write(APP)
-    cfg.update(device_id="loading-%d-%s" % (os.getpid(), os.path.basename(where)), broker=broker.host,
-               port=broker.port, fw_version="1.0.0", period_s=3600)
+    cfg.update(
+        device_id="loading-%d-%s" % (os.getpid(), os.path.basename(where)),
+        broker=broker.host,
+        port=broker.port,
+        fw_version="1.0.0",
+        period_s=3600,
+    )
     with open(os.path.join(where, "config.json"), "w") as f:
         json.dump(cfg, f)
     cmd, env = device_command("micropython", board_lib, "main.py")
@@ -58,13 +64,14 @@ def ota_modules(mods):
 @pytest.mark.micropython
 def test_a_program_without_updates_imports_no_ota_module(board_lib, mosquitto, tmp_path):
     s = run_main(board_lib, mosquitto, str(tmp_path / "plain"))
-    assert "runner" in s["loop"] and "vitals" in s["loop"], s   # the board program did run
+    assert "runner" in s["loop"] and "vitals" in s["loop"], s  # the board program did run
     assert not ota_modules(s["setup"] | s["loop"]), s
 
 
 @pytest.mark.micropython
 def test_a_program_with_updates_holds_only_the_resident_updater_until_an_offer_comes(
-        board_lib, mosquitto, tmp_path):
+    board_lib, mosquitto, tmp_path
+):
     s = run_main(board_lib, mosquitto, str(tmp_path / "ota"), ota=True)
-    assert ota_modules(s["setup"]) == {"otastate"}, s   # the boot state: which release runs
+    assert ota_modules(s["setup"]) == {"otastate"}, s  # the boot state: which release runs
     assert ota_modules(s["loop"]) == {"ota", "otastate"}, s

@@ -1,5 +1,6 @@
 """The update's state in the vitals record, on MicroPython: formatted into the record's own
 buffer without allocating, as JSON the collector lands (the report ignores the member)."""
+
 import json
 
 from fleetwire.host.collector import check_record
@@ -44,10 +45,16 @@ print("REC", bytes(v.make()).decode())
 def test_the_update_state_rides_in_the_record_and_costs_no_allocation(mpy):
     r = mpy.exec(PROGRAM, heap="128K")
     lines = r.stdout.splitlines()
-    assert "ALLOC 0" in lines, r.stdout        # 64-bit port: every number here is a small int
+    assert "ALLOC 0" in lines, r.stdout  # 64-bit port: every number here is a small int
     recs = [json.loads(x[4:]) for x in lines if x.startswith("REC ")]
-    assert recs[0]["ota"] == {"state": "downloading", "version": "1.5.0", "done": 40960, "size": 81990,
-                              "code": None, "reason": None}
+    assert recs[0]["ota"] == {
+        "state": "downloading",
+        "version": "1.5.0",
+        "done": 40960,
+        "size": 81990,
+        "code": None,
+        "reason": None,
+    }
     # a long reason with quotes is cut and made safe, so the record's buffer always holds it
     assert recs[1]["ota"]["state"] == "failed" and recs[1]["ota"]["code"] == "sha256"
     assert len(recs[1]["ota"]["reason"]) == 200 and '"' not in recs[1]["ota"]["reason"]
