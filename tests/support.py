@@ -4,7 +4,7 @@ import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The heap a device program gets on the MicroPython unix port: an ESP32's, roughly.
-DEVICE_HEAP = "96K"
+DEVICE_HEAP = os.environ.get("FLEETWIRE_DEVICE_HEAP", "80K")
 
 
 def device_command(interp, board_lib, script):

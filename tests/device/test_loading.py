@@ -1,6 +1,6 @@
 """A program pays for what it uses: the client's feature modules are loaded by the option or
 call that needs them, never before and never by a packet's arrival. On MicroPython (the
-board tree as .mpy, 96 KB heap) against mosquitto: each scenario prints the fleetwire
+board tree as .mpy, 80 KB heap) against mosquitto: each scenario prints the fleetwire
 modules each step loaded (tests/device/loading_program.py)."""
 
 import os

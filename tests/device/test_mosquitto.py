@@ -1,5 +1,5 @@
 """The client end to end against a real mosquitto on loopback, as a device process on
-the MicroPython unix port (96 KB heap) and on CPython, with paho-mqtt as the other
+the MicroPython unix port (80 KB heap) and on CPython, with paho-mqtt as the other
 party: what needs mosquitto's own features (TLS, the proxy in front of it) or measures
 the client. The interoperability scenarios run against every broker of the matrix, in
 test_brokers.py."""

@@ -1,4 +1,4 @@
-"""The real client (MicroPython unix port with a 96 KB heap, and CPython) against a
+"""The real client (MicroPython unix port with a 80 KB heap, and CPython) against a
 scripted broker that expects exact bytes and answers with exact bytes. Test names
 carry the MQTT 3.1.1 statement id they prove, where there is one."""
 

@@ -6,7 +6,7 @@ import os
 from portable.harness import HERE, make_tests
 
 # The device code plus the test scaffolding (the full codec and these cases
-# are loaded too), so more than the 96 KB a device program gets.
+# are loaded too), so more than the 80 KB a device program gets.
 HEAP = "128K"
 
 test_cpython, test_micropython = make_tests(

@@ -1,7 +1,7 @@
 """Kill test: a device publishing QoS 1 and 2 while offline is killed
 with SIGKILL at random moments and started again on the same flash image; when
 it connects a subscriber receives every message a publish() accepted,
-QoS 2 exactly once. On MicroPython (96K heap) and CPython; the ring store on an
+QoS 2 exactly once. On MicroPython (80K heap) and CPython; the ring store on an
 emulated partition, and the file store in a directory."""
 
 import os

@@ -1,5 +1,5 @@
 """Programs written against umqtt.simple's documented API run on fleetwire with only
-the import changed, on MicroPython (96 KB heap) and CPython, against every broker of
+the import changed, on MicroPython (80 KB heap) and CPython, against every broker of
 the matrix (they log in, as the matrix asks)."""
 
 import os

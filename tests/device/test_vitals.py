@@ -1,4 +1,4 @@
-"""The vitals agent (fleetwire.vitals) on the real client, MicroPython (96 KB heap)
+"""The vitals agent (fleetwire.vitals) on the real client, MicroPython (80 KB heap)
 and CPython, against mosquitto: the record the report job reads, counters that
 survive reboots, deliberate resets told from crashes, offline records sent later
 in order, and a record formatted without allocating."""

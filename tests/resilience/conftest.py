@@ -1,5 +1,5 @@
 """Resilience tests: the device fixtures (tests/agents.py) run each test on
-MicroPython (96 KB heap) and on CPython; `cut_report(name, points)` adds a line to
+MicroPython (80 KB heap) and on CPython; `cut_report(name, points)` adds a line to
 the cut-sweep summary printed at the end of the run."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""The asyncio front (fleetwire.aio.AsyncClient) on MicroPython (96 KB heap) and
+"""The asyncio front (fleetwire.aio.AsyncClient) on MicroPython (80 KB heap) and
 CPython: it publishes and receives while the proxy keeps cutting the link, and
 reconnects by itself: QoS 2 exactly once and in order both ways, QoS 1 at least once."""
 

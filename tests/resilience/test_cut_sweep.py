@@ -4,7 +4,7 @@ by itself and the message still arrives: at least once for QoS 1, exactly once
 for QoS 2. Outbound, an independent paho-mqtt subscriber counts what arrives;
 inbound, the device's own callback does.
 
-The device is the real client on MicroPython (96 KB heap) and on CPython, one
+The device is the real client on MicroPython (80 KB heap) and on CPython, one
 process per sweep, behind the fault-injecting proxy in front of mosquitto. Cuts
 are resets (RST), as a lost Wi-Fi link looks; the session is persistent
 (clean_session=False), as exactly-once needs.

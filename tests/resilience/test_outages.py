@@ -1,7 +1,7 @@
 """Outages a deployed device meets: a link that goes silent, a broker that restarts
 (with and without its store), a long time offline, and a second device with the
 same client id. The device is the real client with reconnect=True, on MicroPython
-(96 KB heap) and on CPython, against mosquitto; paho-mqtt clients watch."""
+(80 KB heap) and on CPython, against mosquitto; paho-mqtt clients watch."""
 
 from fleetwire.host.observer import Observer
 
