@@ -121,6 +121,13 @@ def run(cmd):
         got = inbox[:]
         del inbox[:]
         return {"msgs": got}
+    if op == "wait":
+        # umqtt's way: wait_msg() until n messages are in
+        while len(inbox) < cmd.get("n", 1):
+            c.wait_msg()
+        got = inbox[:]
+        del inbox[:]
+        return {"msgs": got}
     if op == "loop":
         c.loop(0)
         for _ in range(cmd.get("ms", 100) // 20):

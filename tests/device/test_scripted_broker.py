@@ -439,6 +439,16 @@ def test_a_burst_of_33_qos1_publishes_in_one_read_is_taken_and_acknowledged(devi
     b.expect([Puback(i + 1) for i in range(33)])
 
 
+def test_wait_msg_hands_over_a_burst_held_back_for_its_acks_without_waiting_for_more(device, scripted_broker):
+    # the packets read while the acks queue was full are handled by the next wait_msg(),
+    # which returns them at once instead of first waiting for more input (none comes)
+    b = scripted_broker
+    d = subscribed(device, b, topic="a")
+    b.send(b"".join(Publish("a", b"", 1, packet_id=i + 1).encode() for i in range(33)))
+    assert d.call("wait", n=33, timeout=10)["msgs"] == [["a", "", 1, False]] * 33
+    b.expect([Puback(i + 1) for i in range(33)])
+
+
 def test_MQTT_4_3_3_2_pubrels_for_unknown_ids_are_each_answered(device, scripted_broker):
     b = scripted_broker
     d = open_session(device, b)
