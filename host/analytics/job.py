@@ -6,6 +6,7 @@ reads only the files it has not seen before; each micro-batch's usable records a
 Parquet under OUT/_staging/batch_id=N (overwritten if a batch is replayed after a crash, so a
 record is staged exactly once), and the tables are then rebuilt from everything staged.
 """
+
 import json
 import os
 import shutil
@@ -25,10 +26,10 @@ class Config:
     fmt: str = "ndjson"
     since_ms: int = None
     incremental: bool = False
-    checkpoint: str = None          # default OUT/_checkpoint
+    checkpoint: str = None  # default OUT/_checkpoint
     silent_after_s: int = S.SILENT_AFTER_S
     min_cohort: int = S.MIN_COHORT
-    partitions: int = None          # default: the session's shuffle partitions
+    partitions: int = None  # default: the session's shuffle partitions
     report: bool = True
     max_files_per_trigger: int = None
     log: object = field(default=print, repr=False)
@@ -37,17 +38,18 @@ class Config:
 @dataclass
 class Result:
     out: str
-    tables: dict                    # name -> Parquet directory
+    tables: dict  # name -> Parquet directory
     quality: dict
     seconds: float
     report: str = None
-    new_records: int = None         # incremental: usable records in files not seen before
+    new_records: int = None  # incremental: usable records in files not seen before
     new_files: int = None
 
 
 def run(spark, cfg):
     """Run the job in this session. Raises landing.InputError for input it cannot use."""
     from fleetwire.host.analytics import session
+
     session.prepare(spark)
     spark.conf.set("spark.sql.files.ignoreMissingFiles", "true")
     t0 = time.time()
@@ -70,10 +72,11 @@ def run(spark, cfg):
         classified = landing.classify(landing.read(spark, found, cfg.fmt), cfg.since_ms)
         quality_counts = None
     from fleetwire.host.analytics import metrics
+
     tables, cached, rows = metrics.build(classified, parts, cfg.silent_after_s, cfg.min_cohort)
     counts = {r["_problem"]: r["n"] for r in rows}
     kept = sum(r["kept"] for r in rows if r["_problem"] is None)
-    if quality_counts is not None:      # incremental: problems were counted when staged
+    if quality_counts is not None:  # incremental: problems were counted when staged
         for k, v in quality_counts.items():
             if k is not None:
                 counts[k] = counts.get(k, 0) + v
@@ -84,8 +87,9 @@ def run(spark, cfg):
         q["new_files"], q["new_records"] = new
     if q["valid_records"] == 0:
         _unpersist(cached)
-        raise landing.InputError("no usable records in %s: %s" % (cfg.input, "; ".join(
-            l.strip() for l in landing.describe(q))))
+        raise landing.InputError(
+            "no usable records in %s: %s" % (cfg.input, "; ".join(l.strip() for l in landing.describe(q)))
+        )
     for line in landing.describe(q):
         cfg.log(line)
     paths = {}
@@ -102,6 +106,7 @@ def run(spark, cfg):
         report_path = None
         if cfg.report:
             from fleetwire.host.analytics import report
+
             report_path = report.write(spark, cfg.out, cached, tables, q)
     finally:
         _unpersist(cached)
@@ -127,6 +132,7 @@ def _stage_new_files(spark, cfg):
     (all staged usable records classified, problem counts over all batches, (new files, new records))."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
+
     staging = os.path.join(cfg.out, "_staging")
     stats_dir = os.path.join(staging, "_stats")
     ck = cfg.checkpoint or os.path.join(cfg.out, "_checkpoint")
@@ -137,12 +143,19 @@ def _stage_new_files(spark, cfg):
         df = landing.classify(batch_df.withColumn("_file", F.input_file_name()), cfg.since_ms)
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            rows = df.groupBy("_problem").agg(F.count(F.lit(1)).alias("n"),
-                                              F.countDistinct("_file").alias("files")).collect()
+            rows = (
+                df.groupBy("_problem")
+                .agg(F.count(F.lit(1)).alias("n"), F.countDistinct("_file").alias("files"))
+                .collect()
+            )
             files = df.select(F.countDistinct("_file")).first()[0]
             counts = {r["_problem"]: r["n"] for r in rows}
-            (df.filter(F.col("_problem").isNull()).drop("_problem", "_file")
-             .write.mode("overwrite").parquet(os.path.join(staging, "batch_id=%d" % batch_id)))
+            (
+                df.filter(F.col("_problem").isNull())
+                .drop("_problem", "_file")
+                .write.mode("overwrite")
+                .parquet(os.path.join(staging, "batch_id=%d" % batch_id))
+            )
             with open(os.path.join(stats_dir, "batch-%d.json" % batch_id), "w") as f:
                 json.dump({"files": files, "counts": [[k, v] for k, v in counts.items()]}, f)
             this_run["files"] += files
@@ -150,9 +163,13 @@ def _stage_new_files(spark, cfg):
         finally:
             df.unpersist()
 
-    q = (landing.read_stream(spark, cfg.input, cfg.fmt, cfg.max_files_per_trigger)
-         .writeStream.foreachBatch(each).option("checkpointLocation", ck)
-         .trigger(availableNow=True).start())
+    q = (
+        landing.read_stream(spark, cfg.input, cfg.fmt, cfg.max_files_per_trigger)
+        .writeStream.foreachBatch(each)
+        .option("checkpointLocation", ck)
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     totals = {}
     for n in sorted(os.listdir(stats_dir)):
@@ -164,8 +181,11 @@ def _stage_new_files(spark, cfg):
         raise landing.InputError("no records staged from %s yet" % cfg.input)
     cfg.log("incremental: %d new files, %d new usable records" % (this_run["files"], this_run["records"]))
     staged = spark.read.schema(S.spark_schema(with_corrupt=False)).parquet(staging)
-    return (staged.select(*S.FIELD_NAMES).withColumn("_problem", F.lit(None).cast("string")),
-            totals, (this_run["files"], this_run["records"]))
+    return (
+        staged.select(*S.FIELD_NAMES).withColumn("_problem", F.lit(None).cast("string")),
+        totals,
+        (this_run["files"], this_run["records"]),
+    )
 
 
 def reset_incremental(out, checkpoint=None):

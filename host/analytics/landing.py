@@ -1,5 +1,6 @@
 """The landing zone: finding its files, reading them with the record schema, and sorting out
 records that cannot be used, with a reason for each (counted, never silently dropped)."""
+
 import os
 import re
 
@@ -33,7 +34,7 @@ def scan(root, fmt="ndjson", since_ms=None):
     if fmt not in EXTENSIONS:
         raise InputError("unknown input format %r (ndjson or parquet)" % fmt)
     if root.startswith("file://"):
-        root = root[len("file://"):]
+        root = root[len("file://") :]
     if not os.path.exists(root):
         raise InputError("landing zone %s does not exist (expected %s)" % (root, LAYOUT))
     if not os.path.isdir(root):
@@ -41,6 +42,7 @@ def scan(root, fmt="ndjson", since_ms=None):
     since_day = None
     if since_ms is not None:
         import datetime as dt
+
         since_day = dt.datetime.fromtimestamp(since_ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d")
     good, bad = [], []
     for dirpath, dirnames, names in os.walk(root, followlinks=True):
@@ -61,8 +63,10 @@ def scan(root, fmt="ndjson", since_ms=None):
     if not good and not bad:
         raise InputError("no %s files under %s (expected %s)" % ("/".join(EXTENSIONS[fmt]), root, LAYOUT))
     if not good:
-        raise InputError("none of the %d files under %s can be read: %s" % (
-            len(bad), root, "; ".join("%s: %s" % b for b in bad[:5])))
+        raise InputError(
+            "none of the %d files under %s can be read: %s"
+            % (len(bad), root, "; ".join("%s: %s" % b for b in bad[:5]))
+        )
     return good, bad
 
 
@@ -70,11 +74,16 @@ def read(spark, paths, fmt="ndjson"):
     """The records of these files (a list of paths, or a directory/glob) as a DataFrame with the
     record schema and the corrupt-record column."""
     from pyspark.sql import functions as F
+
     if fmt == "parquet":
         df = spark.read.schema(S.spark_schema(with_corrupt=False)).parquet(*_as_list(paths))
         return df.withColumn(S.CORRUPT, F.lit(None).cast("string"))
-    return (spark.read.schema(S.spark_schema()).option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", S.CORRUPT).json(_as_list(paths)))
+    return (
+        spark.read.schema(S.spark_schema())
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", S.CORRUPT)
+        .json(_as_list(paths))
+    )
 
 
 def read_stream(spark, root, fmt="ndjson", max_files=None):
@@ -85,6 +94,7 @@ def read_stream(spark, root, fmt="ndjson", max_files=None):
     glob = os.path.join(root, "date=*", "hour=*", "*" + EXTENSIONS[fmt][0])
     if fmt == "parquet":
         from pyspark.sql import functions as F
+
         return r.parquet(glob).withColumn(S.CORRUPT, F.lit(None).cast("string"))
     return r.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", S.CORRUPT).json(glob)
 
@@ -96,6 +106,7 @@ def _as_list(paths):
 def classify(raw, since_ms=None):
     """Add `_problem`: null for a usable record, else the first reason it is not."""
     from pyspark.sql import functions as F
+
     corrupt = F.col(S.CORRUPT).isNotNull()
     all_null = None
     for f in S.FIELD_NAMES:
@@ -139,6 +150,8 @@ def describe(q):
     for u in q["unreadable_files"]:
         lines.append("  skipped unreadable file %s (%s)" % (u["path"], u["reason"]))
     if q.get("duplicates") is not None:
-        lines.append("  %d duplicate deliveries removed, %d distinct records kept" % (
-            q["duplicates"], q["clean_records"]))
+        lines.append(
+            "  %d duplicate deliveries removed, %d distinct records kept"
+            % (q["duplicates"], q["clean_records"])
+        )
     return lines

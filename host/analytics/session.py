@@ -1,13 +1,14 @@
 """The SparkSession the job runs in: local[2] by default, any master on request, quiet logs,
 UTC, and the SQL semantics the metric definitions are written for."""
+
 import os
 
 DEFAULT_MASTER = "local[2]"
 
 # Runtime SQL settings the job's definitions rely on; applied to any session it is given.
 JOB_SQL_CONF = {
-    "spark.sql.session.timeZone": "UTC",        # dates and hours of ts are UTC
-    "spark.sql.ansi.enabled": "false",         # empty groups give null, not an error
+    "spark.sql.session.timeZone": "UTC",  # dates and hours of ts are UTC
+    "spark.sql.ansi.enabled": "false",  # empty groups give null, not an error
 }
 
 
@@ -51,15 +52,18 @@ def _quiet_local_jvm(local):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if "PYSPARK_SUBMIT_ARGS" not in os.environ:
         import tempfile
+
         path = os.path.join(tempfile.gettempdir(), "fleetwire-log4j2-%d.properties" % os.getuid())
         with open(path, "w") as f:
             f.write(LOG4J2)
         os.environ["PYSPARK_SUBMIT_ARGS"] = (
-            "--driver-java-options -Dlog4j2.configurationFile=file:%s pyspark-shell" % path)
+            "--driver-java-options -Dlog4j2.configurationFile=file:%s pyspark-shell" % path
+        )
 
 
 def _cores(master):
     import re
+
     m = re.match(r"^local\[(\d+|\*)", master or "")
     if m and m.group(1) != "*":
         return int(m.group(1))
@@ -69,6 +73,7 @@ def _cores(master):
 def build(master=None, app="fleetwire-report", shuffle_partitions=None, extra=None):
     """A SparkSession. master=None: local[2], unless spark-submit already chose one."""
     from pyspark.sql import SparkSession
+
     if not master and not under_spark_submit():
         master = DEFAULT_MASTER
     local = bool(master) and master.startswith("local")

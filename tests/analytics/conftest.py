@@ -1,4 +1,5 @@
 """Fixtures for the Spark analytics tests: one local SparkSession for the whole session."""
+
 import pytest
 
 
@@ -6,8 +7,13 @@ import pytest
 def spark():
     """local[2], two shuffle partitions, no UI; stopped at the end of the session."""
     from fleetwire.host.analytics import session
-    s = session.build("local[2]", app="fleetwire-tests", shuffle_partitions=2,
-                      extra={"spark.driver.memory": "2g", "spark.default.parallelism": "2"})
+
+    s = session.build(
+        "local[2]",
+        app="fleetwire-tests",
+        shuffle_partitions=2,
+        extra={"spark.driver.memory": "2g", "spark.default.parallelism": "2"},
+    )
     yield s
     s.stop()
 
@@ -22,9 +28,11 @@ def run_job(spark):
         kw.setdefault("report", False)
         res = job.run(spark, job.Config(input=str(input), out=str(out), log=lines.append, **kw))
         return res, lines
+
     return run
 
 
 def table(out, name):
     import pandas as pd
+
     return pd.read_parquet(str(out) + "/" + name)
