@@ -2,6 +2,7 @@
 simulated fleet, Spark report, summary; nothing left running afterwards."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -41,13 +42,13 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path):
     halted = [
         x for x in r.stdout.splitlines() if x.startswith("[demo] rollout of 1.5.0: HALTED after stage 1: ")
     ]
-    assert (
-        halted
-        and "crash-free hours" in halted[0]
-        and "on 1.5.0 against" in halted[0]
-        and "10 devices ordered back to 1.4.2" in halted[0]
-    ), r.stdout[-3000:]
+    back = re.search(r"; (\d+) devices ordered back to 1\.4\.2$", halted[0]) if halted else None
+    assert back and "crash-free hours" in halted[0] and "on 1.5.0 against" in halted[0], r.stdout[-3000:]
+    # the first stage is 10 devices; one that the bad release crashed in its trial is back on
+    # 1.4.2 by itself (its bootloader), so the gate orders back the others
+    assert 1 <= int(back.group(1)) <= 10, halted[0]
     assert "[demo] rollout of 1.5.1: done, on 40 of 40 devices" in r.stdout, r.stdout[-3000:]
+    assert "[demo] releases now: 1.5.1 on 40\n" in r.stdout, r.stdout[-3000:]  # none left on 1.5.0
     assert "[rollout] gate after stage 1: passed" in r.stdout
     # the report's release table shows all three, the bad one worse than the others
     import csv
