@@ -73,18 +73,37 @@ def measure(cmd, env=None):
     return json.loads(line), wall, cpu, peak
 
 
+def spark_work(spark):
+    """(jobs, shuffles, MiB shuffled) of what this session ran: Spark's status store (UI off or on).
+    A shuffle is a stage that wrote shuffle output (one reused by a later job counts once)."""
+    sc = spark.sparkContext
+    store = sc._jsc.sc().statusStore()
+    gw = sc._gateway
+    jobs = store.jobsList(None).size()
+    stages = store.stageList(None, False, False, gw.new_array(gw.jvm.double, 0), None)
+    shuffles = nbytes = 0
+    for i in range(stages.size()):
+        st = stages.apply(i)
+        if st.shuffleWriteRecords() > 0:
+            shuffles += 1
+            nbytes += st.shuffleWriteBytes()
+    return jobs, shuffles, nbytes / 2 ** 20
+
+
 def child_spark(landing, out, fmt, conf=None):
     sys.path.insert(0, ROOT)
     from fleetwire.host.analytics import job, session
     t = time.time()
-    spark = session.build("local[2]", app="bench", shuffle_partitions=8, extra=conf)
+    spark = session.build("local[2]", app="bench", extra=conf)
     start = time.time() - t         # JVM and session start: fixed, reported apart from the job
     t = time.time()
     res = job.run(spark, job.Config(input=landing, out=out, fmt=fmt, report=False, log=lambda m: None))
     secs = time.time() - t
+    jobs, shuffles, mib = spark_work(spark)
     spark.stop()
     print(json.dumps({"job_s": secs, "start_s": start, "clean": res.quality["clean_records"],
-                      "read": res.quality["records_read"]}))
+                      "read": res.quality["records_read"], "jobs": jobs, "shuffles": shuffles,
+                      "shuffled_mib": mib}))
 
 
 def child_duckdb(landing, out, fmt):
@@ -176,25 +195,30 @@ def main():
                                              landing, out, a.format]
                                             + ["--spark-conf=" + kv for kv in a.spark_conf])
             res[engine] = dict(info, wall=wall, cpu=cpu, peak=peak, out=out)
-            print("  %-6s %s: job %.1f s, process %.1f s%s, CPU %.1f s, %.0f k rows/s, peak RSS %.0f MiB" % (
+            print("  %-6s %s: job %.1f s, process %.1f s%s, CPU %.1f s, %.0f k rows/s, peak RSS %.0f MiB%s" % (
                 engine, size, info["job_s"], wall,
                 " (JVM + session start %.1f s)" % info["start_s"] if "start_s" in info else "", cpu,
-                info.get("read", res["spark"]["read"]) / info["job_s"] / 1000, peak / 2 ** 20), flush=True)
+                info.get("read", res["spark"]["read"]) / info["job_s"] / 1000, peak / 2 ** 20,
+                ", %d Spark jobs, %d shuffles (%.0f MiB)" % (info["jobs"], info["shuffles"], info["shuffled_mib"])
+                if "jobs" in info else ""), flush=True)
         problems = compare(res["spark"]["out"], res["duckdb"]["out"])
         same = res["spark"]["clean"] == res["duckdb"]["clean"] and not problems
         ratio = res["spark"]["job_s"] / res["duckdb"]["job_s"]
         rows.append((size, res, ratio, same))
         print("  %s: Spark/DuckDB job time %.1fx; results %s" % (
             size, ratio, "identical (floats within 1e-6)" if same else "DIFFER: %s" % problems), flush=True)
-    print("\n| records | engine | job s | start s | process s | CPU s | rows/s (job) | peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| records | engine | job s | start s | process s | CPU s | rows/s (job) | peak RSS MiB "
+          "| Spark jobs | shuffles (MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for size, res, ratio, same in rows:
         for e in ("spark", "duckdb"):
             r = res[e]
-            print("| %s | %s | %.1f | %s | %.1f | %.1f | %.0f k | %.0f |" % (
+            print("| %s | %s | %.1f | %s | %.1f | %.1f | %.0f k | %.0f | %s | %s |" % (
                 size, e, r["job_s"], "%.1f" % r["start_s"] if "start_s" in r else "", r["wall"], r["cpu"],
-                res["spark"]["read"] / r["job_s"] / 1000, r["peak"] / 2 ** 20))
-        print("| %s | Spark/DuckDB | %.1fx | | | | | %s |" % (size, ratio, "same results" if same else "RESULTS DIFFER"))
+                res["spark"]["read"] / r["job_s"] / 1000, r["peak"] / 2 ** 20, r.get("jobs", ""),
+                "%d (%.0f)" % (r["shuffles"], r["shuffled_mib"]) if "shuffles" in r else ""))
+        print("| %s | Spark/DuckDB | %.1fx | | | | | %s | | |" % (
+            size, ratio, "same results" if same else "RESULTS DIFFER"))
 
 
 if __name__ == "__main__":

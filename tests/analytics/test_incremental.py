@@ -1,5 +1,5 @@
-"""--incremental: the streaming file source with a checkpoint and trigger(availableNow=True)
-reads only files it has not seen, and every record counts exactly once."""
+"""--incremental: each run reads only the files it has not seen, every record counts exactly once,
+and a run that dies is finished by the next."""
 import pandas as pd
 import pytest
 
@@ -47,15 +47,23 @@ def test_each_run_reads_only_new_files_and_counts_each_record_once(run_job, flee
         assert R.differences(table(out, name), table(tmp_path / "batch", name), keys) == [], name
 
 
-def test_a_crashed_run_that_replays_a_batch_does_not_count_it_twice(run_job, fleet, tmp_path):
-    import shutil
+def test_a_run_that_dies_before_it_commits_is_finished_by_the_next_without_counting_twice(
+        run_job, fleet, tmp_path, monkeypatch):
+    from fleetwire.host.analytics import incremental
     first, _ = fleet
     landing, out = tmp_path / "landing", tmp_path / "out"
     generator.write_landing(first, str(landing))
-    run_job(landing, out, incremental=True)
-    # as if the process died after staging batch 0 but before committing it to the checkpoint
-    shutil.rmtree(out / "_checkpoint" / "commits")
-    r, _ = run_job(landing, out, incremental=True)
-    assert r.new_records == len(first)                  # batch 0 ran again ...
-    assert r.quality["valid_records"] == len(first)     # ... and replaced what it had staged
-    assert len(table(out, "clean")) == len(first.drop_duplicates(["device_id", "seq"]))
+
+    def killed(self, snap):   # the tables are written; the process dies before the checkpoint says so
+        raise KeyboardInterrupt
+    with monkeypatch.context() as m:
+        m.setattr(incremental.Checkpoint, "commit", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run_job(landing, out, incremental=True)
+    r, log = run_job(landing, out, incremental=True)
+    assert any("finishing run 1, which stopped before it committed" in line for line in log)
+    assert r.new_records == len(first)                  # the same files, staged again ...
+    assert r.quality["valid_records"] == len(first)     # ... in place of the first attempt's
+    assert r.quality["clean_records"] == len(table(out, "clean")) == len(first.drop_duplicates(["device_id", "seq"]))
+    again, _ = run_job(landing, out, incremental=True)
+    assert (again.new_files, again.new_records) == (0, 0)
