@@ -6,12 +6,14 @@ A run (number N) goes through three steps, each safe to repeat if the process di
      deletes and rewrites its own staging);
   2. recompute what those hours change, from the staged records (so a repeat computes the same):
        clean          the touched hours' partitions, from every run's staged records of those hours
+                      (and of any hour whose seq range overlaps theirs on a device: copies meet there)
        device_window  the touched hours' partitions, plus any hour whose windows chain to them
                       (a device's windows link by min_seq: an untouched hour right after a touched
                       one, or one whose seq range overlaps it, is recomputed too)
        hourly partials  (metrics.hour_windows, hour_records, histogram) for those hours, kept in
-                      OUT/_state/<name>/run=N/date=D; device_health, firmware_cohort, outliers, the
-                      report and quality.json are merged from them (small: a row per device-hour)
+                      OUT/_state/run=N/date=D (one dataset, `kind` tells them apart); device_health,
+                      firmware_cohort, outliers, the report and quality.json are merged from them
+                      (small: a few rows per device and hour)
   3. commit: CHECKPOINT/state-N.json (files seen, counts, which run holds each date's partials).
 A run that finds no new file changes nothing but quality.json's new_files/new_records, and starts
 no Spark job.
@@ -25,7 +27,6 @@ from pyspark.sql import Window
 from fleetwire.host.analytics import job, landing, metrics, session, storage
 from fleetwire.host.analytics import schema as S
 
-STATE = ("hour_windows", "hour_records", "histogram")
 VERSION = 1
 
 
@@ -72,7 +73,7 @@ class Checkpoint:
 
 def empty_snapshot():
     return {"version": VERSION, "run": 0, "seen": {}, "counts": {}, "files": 0, "hours": {}, "kept": {},
-            "state": {t: {} for t in STATE}, "ts_min": None, "ts_max": None, "format": None, "since_ms": None,
+            "state": {}, "ts_min": None, "ts_max": None, "format": None, "since_ms": None,
             "quality": None}
 
 
@@ -201,129 +202,139 @@ def stage(spark, store, cfg, p, n, rel_files, staging):
             "hours": sorted(hours), "ts_min": lo, "ts_max": hi}
 
 
-def _read_state(spark, p, snap, name):
-    paths = [storage.join(p.out, "_state", name, "run=%d" % r, "date=" + d) for d, r in sorted(snap["state"][name].items())]
+def _read_state(spark, p, snap):
+    """The hourly partials as the last commit left them (None before the first)."""
+    paths = [storage.join(p.out, "_state", "run=%d" % r, "date=" + d) for d, r in sorted(snap["state"].items())]
     return spark.read.parquet(*paths) if paths else None
 
 
+def _staged(spark, snap, staging, hours):
+    paths = [storage.join(staging, "run=%d" % r, _hour_dir(h)) for h in sorted(hours) for r in snap["hours"][str(h)]]
+    return spark.read.schema(S.spark_schema(with_corrupt=False)).parquet(*paths)
+
+
 def derive(spark, store, cfg, p, snap, n, touched, staging, q):
-    """Recompute the touched hours' partitions and the merged tables. Returns (hours of device_window
-    rewritten, report URI)."""
+    """Recompute what the touched hours change and merge the tables from the hourly partials.
+    Returns (hours whose device_window partitions were rewritten, report URI)."""
     cached = []
     try:
-        # clean: the touched hours, from every run's staged records of them
-        job.phase(spark, "clean (touched hours)")
-        paths = [storage.join(staging, "run=%d" % r, _hour_dir(h)) for h in touched for r in snap["hours"][str(h)]]
-        staged = spark.read.schema(S.spark_schema(with_corrupt=False)).parquet(*paths)
         shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
-        cand, rows = job.deduplicate(staged.withColumn("_problem", F.lit(None).cast("string")),
-                                     shape["partitions"])
-        cached.append(cand)
-        clean_t = metrics.clean_records(cand)
-        job.write(clean_t.select(*metrics.CLEAN_COLUMNS), p.table("clean"), ("date", "hour"), dynamic=True)
-        kept = clean_t.groupBy("hour_ms").agg(F.count(F.lit(1)).alias("k")).collect()
-        for h in touched:
-            snap["kept"][str(h)] = 0
-        for r in kept:
-            snap["kept"][str(r["hour_ms"])] = r["k"]
-        q["clean_records"] = int(sum(snap["kept"].values()))
-        q["duplicates"] = q["valid_records"] - q["clean_records"]
-
-        # device_window: the touched hours and those whose windows chain to them
-        job.phase(spark, "device_window (touched hours)")
-        old_hw = _read_state(spark, p, snap, "hour_windows")
-        hours = set(touched)
+        job.phase(spark, "hours to recompute")
+        old = _read_state(spark, p, snap)
         links = None
-        if old_hw is not None:
-            links = (old_hw.groupBy("device_id", "hour_ms").agg(
+        redo, follow = set(touched), set()
+        if old is not None:
+            old = old.persist(job.CACHE)
+            cached.append(old)
+            links = (old.filter(F.col("kind") == "window").groupBy("device_id", "hour_ms").agg(
                 F.min("min_seq").alias("first"), F.max("max_seq").alias("last"),
                 F.max("last_min_seq").alias("min_seq"), F.max_by("last_rec", "last_min_seq").alias("_rec_last"))
                 .persist(job.CACHE))
             cached.append(links)
-            hours |= chained(links, clean_t, hours)
-        extra = sorted(hours - set(touched))
-        clean_w = clean_t
-        if extra:
-            old = spark.read.parquet(*[storage.join(p.table("clean"), _hour_dir(h)) for h in extra])
-            old = metrics.clean_records(old.withColumn("_problem", F.lit(None).cast("string")))
-            clean_w = clean_t.unionByName(old.select(*clean_t.columns))
-        before = None if links is None else links.filter(~F.col("hour_ms").isin(*sorted(hours)))
+            mine = (_staged(spark, snap, staging, touched)
+                    .withColumn("hour_ms", F.col("ts") - F.pmod("ts", F.lit(metrics.HOUR_MS)))
+                    .groupBy("device_id", "hour_ms").agg(F.min("seq").alias("first"), F.max("seq").alias("last")))
+            redo, follow = related(links, mine, touched)
+
+        # clean: every hour to recompute, from every run's staged records of it (deliveries of one
+        # (device_id, seq) in different hours meet here: their hours' seq ranges overlap)
+        job.phase(spark, "clean (recomputed hours)")
+        staged = _staged(spark, snap, staging, redo)
+        cand, rows = job.deduplicate(staged.withColumn("_problem", F.lit(None).cast("string")),
+                                     shape["partitions"], per_hour=True)
+        cached.append(cand)
+        for h in redo:
+            snap["kept"][str(h)] = 0
+        for r in rows:
+            snap["kept"][str(r["hour_ms"])] = r["kept"]
+        q["clean_records"] = int(sum(snap["kept"].values()))
+        q["duplicates"] = q["valid_records"] - q["clean_records"]
+        k = job.writers(sum(r["kept"] for r in rows), len(redo), shape)
+        clean = metrics.clean_records(cand)
+        job.write(clean.select(*metrics.CLEAN_COLUMNS), p.table("clean"), ("date", "hour"), files=k, dynamic=True)
+
+        # device_window: those hours and the ones whose first windows chain to them
+        job.phase(spark, "device_window (recomputed hours)")
+        windows = redo | follow
+        clean_w = clean
+        if follow:
+            kept = spark.read.parquet(*[storage.join(p.table("clean"), _hour_dir(h)) for h in sorted(follow)])
+            kept = metrics.clean_records(kept.withColumn("_problem", F.lit(None).cast("string")))
+            clean_w = clean.unionByName(kept.select(*clean.columns))
+        before = None if links is None else links.filter(~F.col("hour_ms").isin(*sorted(windows)))
         win = metrics.link(metrics.windows(clean_w), before).persist(job.CACHE)
         cached.append(win)
-        job.write(win.select(*metrics.WINDOW_COLUMNS), p.table("device_window"), ("date", "hour"), dynamic=True)
+        job.write(win.select(*metrics.WINDOW_COLUMNS), p.table("device_window"), ("date", "hour"), files=k,
+                  dynamic=True)
 
-        # the hourly partials: the rewritten hours' rows replace theirs; the rest is read as kept
+        # the hourly partials: the recomputed hours' rows in place of theirs, one dataset per date
         job.phase(spark, "hourly partials")
-        new = {"hour_windows": (metrics.hour_windows(win), hours),
-               "hour_records": (metrics.hour_records(clean_t), set(touched)),
-               "histogram": (metrics.histogram(clean_t, by_hour=True), set(touched))}
-        merged = {}
-        for name, (rows_new, hrs) in new.items():
-            old = _read_state(spark, p, snap, name)
-            m = rows_new if old is None else old.filter(~F.col("hour_ms").isin(*sorted(hrs))).unionByName(rows_new)
-            m = m.persist(job.CACHE)
-            cached.append(m)
-            days = sorted({_day(h) for h in hrs})
-            out = storage.join(p.out, "_state", name, "run=%d" % n)
-            part = m.withColumn("date", F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd"))
-            job.write(part.filter(F.col("date").isin(*days)).repartition(1, "date"), out, ("date",))
-            for d in days:
-                snap["state"][name][d] = n
-            merged[name] = m
+        fresh = {"window": (metrics.hour_windows(win), windows),
+                 "record": (metrics.hour_records(clean), redo),
+                 "histogram": (metrics.histogram(clean, by_hour=True), redo)}
+        parts, merged = [], {}
+        for kind, (rows_new, hrs) in fresh.items():
+            m = rows_new
+            if old is not None:
+                m = (old.filter((F.col("kind") == kind) & ~F.col("hour_ms").isin(*sorted(hrs)))
+                     .select(*rows_new.columns).unionByName(rows_new))
+            merged[kind] = m
+            parts.append(m.withColumn("kind", F.lit(kind)))
+        state = parts[0].unionByName(parts[1], allowMissingColumns=True).unionByName(parts[2], allowMissingColumns=True)
+        days = sorted({_day(h) for h in windows})
+        state = state.withColumn("date", F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd"))
+        job.write(state.filter(F.col("date").isin(*days)), storage.join(p.out, "_state", "run=%d" % n), ("date",),
+                  single=True)
+        for d in days:
+            snap["state"][d] = n
         first_hour = snap["ts_min"] - snap["ts_min"] % metrics.HOUR_MS
-        report_path = job.finish(spark, store, cfg, p, merged["hour_windows"], merged["hour_records"],
-                                 merged["histogram"], q, snap["ts_max"], first_hour)
-        return hours, report_path
+        report_path = job.finish(spark, store, cfg, p, merged["window"], merged["record"], merged["histogram"],
+                                 q, snap["ts_max"], first_hour)
+        return windows, report_path
     finally:
         for df in cached:
             df.unpersist()
 
 
-def chained(links, clean_t, touched):
-    """Hours outside `touched` whose device_window rows must be recomputed with them: those whose
-    seq range overlaps a touched hour's on the same device (a clock that went back), repeated until
-    none does, and then each device's first hour after a run of recomputed hours (its first window
-    chains to a recomputed one)."""
-    ranges = (clean_t.groupBy("device_id", "hour_ms").agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
-              .persist(job.CACHE))
-    try:
-        hours = set(touched)
-        ours = ranges
-        while True:
-            rest = links.filter(~F.col("hour_ms").isin(*sorted(hours)))
-            a, b = ours.alias("a"), rest.alias("b")
-            hit = (a.join(b, (F.col("a.device_id") == F.col("b.device_id")) & (F.col("a.first") <= F.col("b.last"))
+def related(links, mine, touched):
+    """(hours to recompute with the touched ones, hours whose windows only need relinking).
+    `mine`: the touched hours' seq ranges per device (all their staged records). One that overlaps another hour's
+    on the same device means deliveries that may be copies of each other, or windows that interleave
+    (a clock that went back, a seq counter that restarted): those hours are recomputed together,
+    until no more overlap. Then each device's first hour after a run of recomputed hours is relinked
+    (its first window chains to a recomputed one). One small query, repeated only for overlaps."""
+    hours, ours = set(touched), mine
+    while True:
+        rest = links.filter(~F.col("hour_ms").isin(*sorted(hours))).select(*ours.columns)
+        a, b = ours.alias("a"), rest.alias("b")
+        overlap = (a.join(b, (F.col("a.device_id") == F.col("b.device_id")) & (F.col("a.first") <= F.col("b.last"))
                           & (F.col("b.first") <= F.col("a.last")))
-                   .select(F.col("b.hour_ms")).distinct().collect())
-            more = {r["hour_ms"] for r in hit} - hours
-            if not more:
-                break
-            hours |= more
-            ours = ours.unionByName(links.filter(F.col("hour_ms").isin(*sorted(more))).select(*ranges.columns))
-        everyone = (links.filter(~F.col("hour_ms").isin(*sorted(hours))).select("device_id", "hour_ms", "first")
-                    .withColumn("_ours", F.lit(False))
-                    .unionByName(ours.select("device_id", "hour_ms", "first").withColumn("_ours", F.lit(True))))
-        w = Window.partitionBy("device_id").orderBy("first")
-        after = (everyone.withColumn("_prev", F.lag("_ours").over(w))
-                 .filter(~F.col("_ours") & F.col("_prev")).select("hour_ms").distinct().collect())
-        return (hours | {r["hour_ms"] for r in after}) - set(touched)
-    finally:
-        ranges.unpersist()
+                   .select(F.col("b.hour_ms").alias("hour_ms"), F.lit(True).alias("overlap")))
+        both = rest.withColumn("_ours", F.lit(False)).unionByName(ours.withColumn("_ours", F.lit(True)))
+        after = (both.withColumn("_prev", F.lag("_ours").over(Window.partitionBy("device_id").orderBy("first")))
+                 .filter(~F.col("_ours") & F.col("_prev")).select("hour_ms", F.lit(False).alias("overlap")))
+        found = overlap.unionByName(after).distinct().collect()
+        more = {r["hour_ms"] for r in found if r["overlap"]} - hours
+        if not more:
+            return hours, {r["hour_ms"] for r in found} - hours
+        hours |= more
+        ours = ours.unionByName(links.filter(F.col("hour_ms").isin(*sorted(more))).select(*ours.columns))
 
 
 def cleanup(store, p, snap):
-    """After the commit: state directories no date refers to any more."""
-    for name in STATE:
-        live = set(snap["state"][name].values())
-        base = storage.join(p.out, "_state", name)
-        for d in store.listdir(base):
-            if d.startswith("run=") and int(d[4:]) not in live:
-                store.delete(storage.join(base, d))
-            elif d.startswith("run="):
-                r = int(d[4:])
-                for day in store.listdir(storage.join(base, d)):
-                    if day.startswith("date=") and snap["state"][name].get(day[5:]) != r:
-                        store.delete(storage.join(base, d, day))
+    """After the commit: the state written by earlier runs for dates a later run has rewritten."""
+    live = set(snap["state"].values())
+    base = storage.join(p.out, "_state")
+    for d in store.listdir(base):
+        if not d.startswith("run="):
+            continue
+        r = int(d[4:])
+        if r not in live:
+            store.delete(storage.join(base, d))
+            continue
+        for day in store.listdir(storage.join(base, d)):
+            if day.startswith("date=") and snap["state"].get(day[5:]) != r:
+                store.delete(storage.join(base, d, day))
 
 
 def reset(store, out, checkpoint=None):

@@ -101,15 +101,15 @@ def scan(store, cfg, p, since_ms):
     return files, unreadable, size
 
 
-def deduplicate(classified, parts):
+def deduplicate(classified, parts, per_hour=False):
     """The deduplicated records, cached and counted: (DataFrame, stats rows)."""
     cand = metrics.dedup(classified, parts).persist(CACHE)
     try:
-        rows = metrics.stats(cand)
+        rows = metrics.stats(cand, per_hour)
         if sum(r["conflicts"] for r in rows):       # deliveries of one record that disagree: exact path
             cand.unpersist()
             cand = metrics.dedup_exact(classified, parts).persist(CACHE)
-            rows = metrics.stats(cand)
+            rows = metrics.stats(cand, per_hour)
     except BaseException:
         cand.unpersist()
         raise
@@ -125,15 +125,42 @@ def quality(rows, files, unreadable, vanished):
     return q
 
 
+ROWS_PER_FILE = 50_000    # clean/device_window are written by fewer tasks when each would write less
+
+
+def writers(rows, hours, shape):
+    """How many tasks write a table partitioned by hour: one file per task and hour, so for a long
+    span of little data (30 days of a few devices) fewer tasks, else as many as there are partitions;
+    never fewer than the cores while there is work for them."""
+    import math
+    want = math.ceil(rows / max(1, hours) / ROWS_PER_FILE)
+    floor = min(shape["cores"], math.ceil(rows / (4 * ROWS_PER_FILE)))
+    return max(1, min(shape["partitions"], max(want, floor)))
+
+
 def phase(spark, what):
     """Name the Spark jobs that follow (the Spark UI and bench/spark_report.py show it)."""
     spark.sparkContext.setJobDescription("fleetwire report: " + what)
 
 
-def write(df, path, partition_by=(), files=None, dynamic=False):
-    """Write a table as Parquet, replacing it (dynamic: replacing only the partitions df has)."""
-    w = (df.coalesce(files) if files else df).write.mode("overwrite")
-    w = w.option("partitionOverwriteMode", "dynamic" if dynamic else "static")
+# Columns whose values are nearly all distinct: Parquet's dictionary encoding is tried and dropped
+# for each of them in every file, a fifth of the `clean` table's write at 10M records (its size: +20%).
+NO_DICTIONARY = ("ts", "seq", "rx_ts", "uptime_s", "heap_free", "heap_min", "vbat_mv", "store_used",
+                 "min_seq", "max_seq", "rssi_avg", "heap_delta")
+
+
+def write(df, path, partition_by=(), files=None, dynamic=False, single=False):
+    """Write a table as Parquet, replacing it (dynamic: replacing only the partitions df has).
+    files: at most that many tasks write (coalesced from a cached input); single: one file, from a
+    small result (shuffled to one task, so that what computes it still runs on every core)."""
+    if single:
+        df = df.repartition(1)
+    elif files:
+        df = df.coalesce(files)
+    w = df.write.mode("overwrite").option("partitionOverwriteMode", "dynamic" if dynamic else "static")
+    for c in NO_DICTIONARY:
+        if c in df.columns:
+            w = w.option("parquet.enable.dictionary#" + c, "false")
     if partition_by:
         w = w.partitionBy(*partition_by)
     w.parquet(path)
@@ -154,13 +181,14 @@ def batch(spark, store, cfg, p):
         for line in landing.describe(q):
             cfg.log(line)
         valid = [r for r in rows if r["_problem"] is None][0]
+        k = writers(valid["kept"], (valid["ts_max"] - valid["ts_min"]) // HOUR_MS + 1, shape)
         clean = metrics.clean_records(cand)
         phase(spark, "clean")
-        write(clean.select(*metrics.CLEAN_COLUMNS), p.table("clean"), ("date", "hour"))
+        write(clean.select(*metrics.CLEAN_COLUMNS), p.table("clean"), ("date", "hour"), files=k)
         win = metrics.link(metrics.windows(clean)).persist(CACHE)
         cached.append(win)
         phase(spark, "device_window")
-        write(win.select(*metrics.WINDOW_COLUMNS), p.table("device_window"), ("date", "hour"))
+        write(win.select(*metrics.WINDOW_COLUMNS), p.table("device_window"), ("date", "hour"), files=k)
         # not cached: computed from the cached windows and records they keep their partitioning by
         # device_id, so device_health needs no shuffle (a cache not yet filled hides it from the planner)
         hw = metrics.hour_windows(win)
@@ -181,11 +209,11 @@ def finish(spark, store, cfg, p, hw, hr, hist, q, newest_ts, first_hour_ms):
     health = metrics.device_health(hw, hr, cfg.silent_after_s, newest_ts, first_hour_ms).persist(CACHE)
     try:
         phase(spark, "device_health")
-        write(health, p.table("device_health"), files=1)
+        write(health, p.table("device_health"), single=True)
         phase(spark, "firmware_cohort")
-        write(metrics.firmware_cohort(hr, hist, hw), p.table("firmware_cohort"), files=1)
+        write(metrics.firmware_cohort(hr, hist, hw), p.table("firmware_cohort"), single=True)
         phase(spark, "outliers")
-        write(metrics.outliers(health, min_cohort=cfg.min_cohort), p.table("outliers"), files=1)
+        write(metrics.outliers(health, min_cohort=cfg.min_cohort), p.table("outliers"), single=True)
     finally:
         health.unpersist()
     report_path = None

@@ -110,7 +110,11 @@ def read(spark, paths, fmt="ndjson"):
 
 
 def is_missing_file(exc):
-    """Did this Spark failure come from a file that was not there when a task opened it?"""
+    """Did this Spark failure come from a file that was not there when Spark looked for it (when the
+    DataFrame was made, PATH_NOT_FOUND, or when a task opened it, FileNotFoundException)?"""
+    cond = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    if cond is not None and cond() == "PATH_NOT_FOUND":
+        return True
     je = getattr(exc, "java_exception", None)
     seen = 0
     while je is not None and seen < 20:

@@ -35,6 +35,10 @@ JOB_PERF_CONF = {
     # partition in each task instead of sorting every record by them first
     "spark.sql.optimizer.plannedWrite.enabled": "false",
     "spark.sql.maxConcurrentOutputFileWriters": "64",
+    # the job's one big shuffle has its partition count set (tune()); everything after it is small,
+    # where adaptive execution split each table's query into a job per shuffle (23 jobs where 9 do)
+    # and re-planned between them, and hid an uncached plan's partitioning behind the cache
+    "spark.sql.adaptive.enabled": "false",
 }
 
 # What one input record costs on disk, by format: the input's size -> records (partition sizing).
