@@ -125,14 +125,18 @@ class Counter:
             self.sock.close()
 
 
-def frozen_build(src, lib, mpy_lib, work, m32=False):
+def frozen_build(src, lib, mpy_lib, work, m32=False, packages=("fleetwire", "umqtt"), port_modules=False):
     """Build MicroPython's unix port from src with the packages in lib (fleetwire and, if
     there, umqtt) frozen; return the binary. Code frozen is bytecode in the executable's
-    read-only data, as in a board's flash: importing it puts no code in the heap."""
+    read-only data, as in a board's flash: importing it puts no code in the heap.
+    port_modules: freeze the standard variant's own modules too (asyncio, ...), as a
+    board's stock firmware carries its port's; with no packages, that is a plain port."""
     os.makedirs(work, exist_ok=True)
     manifest = os.path.join(work, "manifest.py")
     with open(manifest, "w") as f:
-        for pkg in ("fleetwire", "umqtt"):
+        if port_modules:
+            f.write('include("$(PORT_DIR)/variants/standard/manifest.py")\n')
+        for pkg in packages:
             if os.path.isdir(os.path.join(lib, pkg)):
                 f.write("package(%r, base_path=%r, opt=3)\n" % (pkg, lib))
     jobs = "-j%d" % (os.cpu_count() or 1)

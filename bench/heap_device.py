@@ -1,21 +1,20 @@
-# The device side of bench/heap.py, on the MicroPython unix port:
-#   micropython heap_device.py fleetwire|umqtt HOST PORT default|small|import
-# Prints "MOD <module> <bytes>" for each module the client's import loads, lowest first,
-# then "IMPORT <bytes>" and "CONNECT <bytes>" (after connect + subscribe), all from
-# gc.mem_alloc() after a collection. "import" stops after IMPORT (for the smallest heap
-# the import alone needs).
+# What the device programs of bench/heap.py share; each program is a module of its own, run
+# as .mpy on the MicroPython unix port, so that it holds only what such a program would:
+#   micropython -m heap_sync|heap_mqtt_as|heap_aio PROGRAM MODE HOST PORT
+# PROGRAM: umqtt | mqtt_as | aio | fw[+FEATURE...] (heap_sync.py says which).
+# MODE: steps (print the heap after each step) | scenario (no measuring: for the smallest heap).
+# The scenario: import, construct, connect, subscribe, 100 QoS 1 publishes, "READY" (the host
+# then publishes 10 messages to bench/in), receive them, disconnect, "DONE". In steps mode
+# "BASE <bytes>" is the heap in use before the program starts, and after each step
+# "STEP <name> <bytes since then>" and "MODS <every module in sys.modules>" (the host takes
+# the differences).
 import sys
 import gc
 
-client, host, port, options = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-
-# What `from fleetwire import MQTTClient` loads, each after the modules it imports, so
-# each line is that module alone. Checked below: a module missing here fails the run.
-FLEETWIRE = ("fleetwire", "fleetwire.codec", "fleetwire.codec.errors", "fleetwire.codec.text",
-             "fleetwire.codec.topics", "fleetwire.codec.wire", "fleetwire.codec.stream",
-             "fleetwire.session", "fleetwire.client")
-# The smallest settings a device with one subscription and short messages might choose.
-SMALL = {"max_packet": 256, "queue_size": 4, "max_inflight": 2, "max_subscriptions": 2}
+prog, mode, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+feats = prog.split("+")
+inbox = []
+base = 0
 
 
 def mem():
@@ -23,27 +22,34 @@ def mem():
     return gc.mem_alloc()
 
 
-base = mem()
-if client == "fleetwire":
-    for name in FLEETWIRE:
-        before = mem()
-        __import__(name)
-        print("MOD", name, mem() - before)
-    loaded = set(m for m in sys.modules if m.startswith("fleetwire"))
-    from fleetwire import MQTTClient
-    extra = [m for m in sys.modules if m.startswith("fleetwire") and m not in loaded]
-    if extra:
-        print("UNLISTED", " ".join(extra))  # the host stops: the breakdown would be wrong
+def cb(topic, msg, *_):
+    inbox.append(msg)
+
+
+def start():
+    # the program begins: what is in the heap now is the harness's and the interpreter's
+    global base
+    base = mem()
+    step("base")
+
+
+def step(name):
+    if mode == "steps":
+        if name == "base":
+            print("BASE", base)
+        print("STEP", name, mem() - base)
+        print("MODS", " ".join(sys.modules))
+
+
+def ready():
+    print("READY")
+
+
+def fail_fast(asyncio):
+    # a task that dies (of a MemoryError, in a heap too small) ends the run now, rather than
+    # leave the others waiting until the host's deadline
+    def died(loop, context):
+        print("task died:", repr(context["exception"]))
         sys.exit(1)
-else:
-    from umqtt.simple import MQTTClient
-print("IMPORT", mem() - base)
-if options == "import":
-    sys.exit(0)
-kw = SMALL if client == "fleetwire" and options == "small" else {}
-c = MQTTClient(b"bench-heap", host, port, keepalive=60, **kw)
-c.set_callback(lambda t, m: None)
-c.connect()
-c.subscribe(b"bench/in", 1)
-print("CONNECT", mem() - base)
-c.disconnect()
+
+    asyncio.get_event_loop().set_exception_handler(died)

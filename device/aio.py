@@ -5,9 +5,8 @@
 # MicroPython's asyncio and CPython's.
 import asyncio
 
-from .session import (MQTTException, ConnectRefused, ProtocolError, SessionTakenOver,
+from .session import (MQTTException, ConnectRefused, SessionTakenOver,
                       CONNECTING, CONNECTED, DISCONNECTED, to_bytes, backoff, say, Front)
-from .codec.errors import CodecError
 
 try:
     from time import ticks_ms, ticks_diff
@@ -50,7 +49,10 @@ class AsyncClient(Front):
     # set_callback and set_last_will are Front's
 
     async def connect(self, clean_session=True):
-        """Connect and wait for CONNACK -> 1 if the broker had a session, else 0."""
+        """Connect and wait for CONNACK -> 1 if the broker had a session, else 0. A clean
+        session starts with no subscriptions (the client's own reconnects renew them)."""
+        if clean_session:
+            self._s.forget()
         self._clean = clean_session
         self._closing = False
         self._fatal = None
@@ -102,6 +104,7 @@ class AsyncClient(Front):
     async def _open(self):
         s = self._s
         s.clean_session = self._clean
+        s.connect_packet()  # arguments MQTT refuses raise here (ValueError), before anything opens
         if self.ssl:
             r, w = await asyncio.open_connection(self.server, self.port, ssl=self.ssl,
                                                  server_hostname=self.server)
@@ -113,7 +116,12 @@ class AsyncClient(Front):
         s.start(ticks_ms())
         self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._pinger()))
         await self._flush()
-        await self._until(lambda: s.state != CONNECTING, True)
+        try:
+            await self._until(lambda: s.state != CONNECTING, True)
+        except BaseException as e:
+            if self._w is not None:
+                await self._shutdown(e if isinstance(e, Exception) else None)  # nothing left open
+            raise
 
     async def _reconnect(self):
         # Backoff with jitter, as MQTTClient; ends connected, or with _fatal set.
@@ -221,10 +229,9 @@ class AsyncClient(Front):
                     raise OSError(104, say("closed"))
                 i = 0
                 while i < n:
-                    try:
-                        i = rd.feed(data, i, n)
-                    except CodecError as e:
-                        raise ProtocolError(say("malformed", e))
+                    if not s.room():
+                        await self._flush()  # write the acks waiting before taking more
+                    i = s.feed(data, i, n, ticks_ms())
                     if rd.ready:
                         s.handle(ticks_ms())
                 await self._flush()

@@ -14,7 +14,6 @@ try:
 except ImportError:  # a port built without random
     from .cpython import getrandbits
 
-from .codec.errors import CodecError
 # `from .session import ...`, never `from . import session`: the package's lazy
 # __getattr__ would answer for the submodule on MicroPython.
 from .session import (MQTTException, ConnectRefused, QueueFull, ProtocolError,  # noqa: F401
@@ -52,11 +51,20 @@ class MQTTClient(Front):
     # ---- umqtt.simple API: set_callback and set_last_will are Front's
 
     def connect(self, clean_session=True, timeout=None):
-        """Open the connection and wait for CONNACK -> 1 if the broker had a session, else 0."""
+        """Open the connection and wait for CONNACK -> 1 if the broker had a session, else 0.
+
+        A clean session starts with no subscriptions, as the broker's does: this call
+        forgets the ones made before (the client's own reconnects keep and renew them)."""
+        if clean_session:
+            self._s.forget()
+        return self._connect(clean_session, timeout)
+
+    def _connect(self, clean_session, timeout=None):
         if self.sock:
             self._close()
         s = self._s
         s.clean_session = clean_session
+        s.connect_packet()  # arguments MQTT refuses raise here (ValueError), before anything opens
         self._clean = clean_session
         t = self.timeout_ms if timeout is None else int(timeout * 1000)
         addr = socket.getaddrinfo(self.server, self.port)[0][-1]
@@ -79,6 +87,10 @@ class MQTTClient(Front):
         self._in_connect = True
         try:
             self._wait(_until_connected, 0, t)
+        except BaseException as e:
+            if self.sock:
+                self._lose(e)  # a connect that fails leaves nothing open
+            raise
         finally:
             self._in_connect = False
         return 1 if s.session_present else 0
@@ -157,7 +169,11 @@ class MQTTClient(Front):
         pid = self._s.subscribe(to_bytes(topic), qos)
         self._sub_rc = -1
         self._sub_pid = pid
-        self._wait(_until_suback, pid, self.timeout_ms)
+        try:
+            self._wait(_until_suback, pid, self.timeout_ms)
+        except Exception:
+            self._s.sub_drop(pid)  # it failed, and the program knows: not made again behind its back
+            raise
         if self._sub_rc == 0x80:
             raise MQTTException(say("sub_refuse", topic))
         return self._sub_rc
@@ -167,10 +183,14 @@ class MQTTClient(Front):
         self._wait(_until_unsuback, pid, self.timeout_ms)
 
     def wait_msg(self):
-        """Block until one packet arrives and is handled -> its first byte (umqtt semantics)."""
+        """Block until one packet arrives and is handled -> its first byte (umqtt semantics).
+
+        Waiting for a packet has no deadline, as in umqtt; keepalive pings go out meanwhile,
+        and a dead link (no PINGRESP, or a packet stopped half-way for `timeout`) is closed
+        and raised, or reconnected with reconnect=True."""
         n = self._handled
         while self._handled == n:
-            self._step(self._s.tick(ticks_ms()))
+            self._step(60000)  # _step waits no longer than the next keepalive deadline
         return self._op
 
     def check_msg(self):
@@ -202,10 +222,12 @@ class MQTTClient(Front):
             self._flush(now)
             if s.state == DISCONNECTED:
                 return  # DISCONNECT is out: the broker closes, nothing more to read
-            if self._rxp >= self._rxe:
+            room = s.room()
+            if self._rxp >= self._rxe or not room:
                 if timeout_ms > wait:
                     timeout_ms = wait
-                m = _POLLIN | _POLLOUT if self._txo < self._txn else _POLLIN
+                # No room for another packet's ack: wait only until the acks can be written.
+                m = _POLLOUT if not room else _POLLIN | _POLLOUT if self._txo < self._txn else _POLLIN
                 if m != self._pmask:
                     # only on a change: modify() looks the socket up by its address, an
                     # int that allocates where addresses pass 2**30 (a 32-bit unix port)
@@ -215,13 +237,15 @@ class MQTTClient(Front):
                     self._wait_io(timeout_ms)
             self._read()
             self._flush(ticks_ms())
-        except (OSError, MQTTException) as e:
+        except Exception as e:  # the application's too: its callback failed on a packet (MQTT-4.8.0-2)
             self._failed(e)
 
     def _failed(self, e):
-        # The connection broke: close it, then raise, or plan the reconnect.
+        # The connection broke: close it, then raise, or plan the reconnect. A failure of
+        # the application's own (its callback raised) always reaches it.
         self._lose(e)
-        if not self.reconnect or self._in_connect or self._up_at < 0 or isinstance(e, ConnectRefused):
+        if (not self.reconnect or self._in_connect or self._up_at < 0 or isinstance(e, ConnectRefused)
+                or not isinstance(e, (OSError, MQTTException))):
             raise e
         self._schedule()
 
@@ -242,7 +266,7 @@ class MQTTClient(Front):
             sleep_ms(wait if wait < timeout_ms else timeout_ms)
             return
         try:
-            self.connect(self._clean)
+            self._connect(self._clean)
         except ConnectRefused as e:
             if e.code != 3:  # only "server unavailable" is worth retrying
                 raise
@@ -273,11 +297,9 @@ class MQTTClient(Front):
         now = ticks_ms()
         r = s.reader
         # Positions live on self: a callback may re-enter the loop and consume bytes.
-        while self._rxp < self._rxe:
-            try:
-                self._rxp = r.feed(self._rx, self._rxp, self._rxe)
-            except CodecError as e:
-                raise ProtocolError(say("malformed", e))
+        # With no room for more acks the rest waits in the buffer (backpressure).
+        while self._rxp < self._rxe and s.room():
+            self._rxp = s.feed(self._rx, self._rxp, self._rxe, now)
             if r.ready:
                 self._handled += 1
                 self._op = r.first

@@ -214,6 +214,13 @@ class FileStore:
         elif bit == REL:
             os.rename(self._name("s", seq), self._name("r", seq))
 
+    def forget_inbound(self, pid):
+        """The inbound record of pid is done (the session no longer holds its handle)."""
+        for name in _names(self.dir):
+            if name[:1] == "i" and self._read(self.dir + "/" + name) >= 0 and self._buf[4] | self._buf[5] << 8 == pid:
+                self.mark(int(name[1:], 16), DONE)
+                return
+
     def message(self, seq):
         n = self.load(seq, self._buf)
         h = 1

@@ -27,7 +27,9 @@ malformed  .             malformed packet from the broker: %s
 first_pkt  .             expected CONNACK, got %T
 pong_body  .             PINGRESP with a body
 unexpected .             unexpected %T from the broker
-rx_full    .             more than max_inflight (%d) inbound QoS 2 messages in flight
+half_pkt   .             a packet stopped arriving half-way: nothing more for %d ms
+rx_mem     .             no memory to keep the id of inbound QoS 2 message %d until PUBREL; not acknowledged, so the broker delivers it again
+suback_cnt MQTT-3.8.4-5 SUBACK with %d return codes for a SUBSCRIBE of one topic filter
 stray_ack  .             %T for packet id %d, which is not awaiting one
 acks_full  .             too many acknowledgements waiting to be written
 """

@@ -213,6 +213,18 @@ class RingStore:
         self._write(a, _IN, n, pid)
         return a
 
+    def forget_inbound(self, pid):
+        """The inbound record of pid is done (the session no longer holds its handle)."""
+        for b in self._order:
+            off = self._next_record(b, _BHDR)
+            while off >= 0:
+                hb = self._hb
+                n = _rlen(_u16(hb, 2))
+                if hb[0] == _IN and hb[1] & DONE and _u16(hb, 4) == pid:
+                    self.mark(b * self.bs + off, DONE)
+                    return
+                off = self._next_record(b, off + n)
+
     def next_unsent(self):
         """-> handle of the oldest message never sent (-1 if none); .pk_pid is its id."""
         return self._cur if self.backlog else -1

@@ -47,14 +47,17 @@ def open_store(cfg):
 
 
 def tls(cfg):
-    if not cfg.get("tls_ca"):
+    """The TLS context from config.json: tls_ca (the broker is checked), and with tls_cert and
+    tls_key the board's own certificate (mutual TLS); None without TLS."""
+    if not cfg.get("tls_ca") and not cfg.get("tls_cert"):
         return None
-    import ssl
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    with open(cfg["tls_ca"], "rb") as f:
-        ctx.load_verify_locations(cadata=f.read())
-    return ctx
+    from .identity import Context
+    return Context(cfg)
+
+
+def _why(e):
+    # A failed connect, named by its class (fleetwire.tlserrors' for a TLS refusal)
+    return "%s: %s" % (type(e).__name__, e)
 
 
 def _sleep(ms):
@@ -62,12 +65,13 @@ def _sleep(ms):
 
 
 def main(path="config.json"):
-    from .client import MQTTClient
+    from .client import MQTTClient, MQTTException
     from .vitals import Vitals
     cfg = load(path)
     gc.collect()
+    ctx = tls(cfg)
     client = MQTTClient(cfg["device_id"], cfg["broker"], cfg.get("port", 0), cfg.get("mqtt_user"),
-                        cfg.get("mqtt_password"), keepalive=cfg.get("keepalive", 60), ssl=tls(cfg),
+                        cfg.get("mqtt_password"), keepalive=cfg.get("keepalive", 60), ssl=ctx,
                         reconnect=True, queue_size=cfg.get("queue_size", 16), store=open_store(cfg))
     vitals = Vitals(client, cfg["device_id"], cfg.get("fw_version", "dev"), cfg.get("period_s", 60),
                     state="vitals.json")
@@ -82,10 +86,24 @@ def main(path="config.json"):
             if not wifi[0] or board.wlan_connect(*wifi):
                 client.connect(clean_session=False)
                 break
-        except OSError as e:
-            print("main: broker not reachable:", e)
-        _sleep(5000)
+        except (OSError, MQTTException) as e:  # a refusal too: the records wait, a deploy mends it
+            print("main: not connected:", _why(e))
+        # records go on meanwhile: they wait in the store for the first connection
+        for _ in range(25):
+            vitals.step()
+            _sleep(200)
     print("main: connected to", cfg["broker"])
+    if ctx is not None:
+        said = [None]
+
+        def retry(attempt, delay_ms):
+            # the client retries by itself; a refused certificate is worth a line, once per reason
+            why = ctx.last
+            if why is None or type(why) is not said[0]:
+                said[0] = type(why) if why is not None else None
+                if why is not None:
+                    print("main: reconnecting:", _why(why))
+        client.on_reconnect = retry
     if app is not None and hasattr(app, "setup"):
         app.setup(client)
     online = True

@@ -43,6 +43,7 @@ REL = const(2)     # PUBREC received: only PUBREL is sent from now on
 DONE = const(4)    # complete: the record is dead
 
 _DELTA = const(100)  # ms of slack on keepalive checks, as Paho
+_RX2 = const(32)     # inbound QoS 2 packet ids kept in the table before the bitmap
 _NIL = const(-1)
 
 
@@ -144,11 +145,15 @@ class Session:
         self._flows = [0] * fn
         self._fhead = 0
         self._fcount = 0
-        # Inbound QoS 2 messages held until PUBREL (exactly-once delivery).
-        self._rx_pid = [0] * max_inflight
-        self._rx_topic = [None] * max_inflight
-        self._rx_msg = [None] * max_inflight
-        self._rx_h = [-1] * max_inflight
+        # Inbound QoS 2 (MQTT 3.1.1 §4.3.3, method B): a message is delivered when it
+        # arrives and only its packet id is kept until PUBREL, so a repeat is answered and
+        # never delivered twice. A table of _RX2 ids (with their store handles) holds what a
+        # broker's usual window sends. Past it, ids go into a bitmap of all 65535 ids, in 16
+        # parts of 512 bytes made when first needed and dropped when empty: any number a
+        # conforming broker may send is taken, in at most 8 KB.
+        self._rx_pid = [0] * _RX2
+        self._rx_h = [-1] * _RX2
+        self._rx_bits = None
         # Subscriptions, kept so they can be made again after a clean reconnect.
         m = max_subscriptions
         self._sub_topic = [None] * m
@@ -161,6 +166,7 @@ class Session:
         self._connect_sent = False
         self._ping_due = False
         self._ping_at = -1   # when the outstanding PINGREQ was written, -1 if none
+        self._rx_at = 0      # when bytes last arrived
         self.last_in = 0
         self.last_out = 0
         self.dropped = 0     # QoS 0 messages dropped by the drop_oldest policy
@@ -189,16 +195,10 @@ class Session:
             self._append_inflight(s)
         self.inflight = len(st.window)
         st.window = None
-        k = 0
-        for h, pid, body in st.inbound:
-            if k == len(self._rx_pid):
-                break
-            te, _, ps = wire.publish_fields(0x34, body, len(body))
-            self._rx_pid[k] = pid
-            self._rx_topic[k] = bytes(body[2:te])
-            self._rx_msg[k] = bytes(body[ps:])
-            self._rx_h[k] = h
-            k += 1
+        for h, pid, _ in st.inbound:   # delivered, awaiting PUBREL
+            k = self._rx_add(pid)
+            if k >= 0:
+                self._rx_h[k] = h
         st.inbound = None
         self._last_pid = st.last_pid
 
@@ -208,7 +208,7 @@ class Session:
             if self._h[i] == old:
                 self._h[i] = new
                 return
-        for k in range(len(self._rx_h)):
+        for k in range(_RX2):
             if self._rx_h[k] == old:
                 self._rx_h[k] = new
                 return
@@ -302,6 +302,19 @@ class Session:
     def ping(self):
         self._ping_due = True
 
+    def forget(self):
+        """Drop every subscription, without telling the broker (for a clean start)."""
+        for i in range(len(self._sub_state)):
+            self._sub_state[i] = _S_FREE
+            self._sub_topic[i] = None
+
+    def connect_packet(self):
+        """CONNECT packed into tx -> its length. Raises CodecError (a ValueError) for what
+        MQTT refuses (an empty client id without a clean session, a bad will topic, ...)."""
+        w = self.will or (None, None, 0, False)
+        return wire.pack_connect(self.tx, self.client_id, self.clean_session, self.keepalive,
+                                 w[0], w[1], w[2], w[3], self.username, self.password)
+
     def disconnect(self):
         """Queue DISCONNECT; after it is written the connection must be closed."""
         if self.state == CONNECTED:
@@ -339,15 +352,29 @@ class Session:
         except CodecError as e:
             raise ProtocolError(say("malformed", e))
 
+    def feed(self, data, i, n, now):
+        """Frame received bytes data[i:n] up to the end of one packet -> the index of the
+        first byte not taken; handle() the packet once self.reader.ready. Take a packet
+        only while room() is true."""
+        try:
+            i = self.reader.feed(data, i, n)
+        except CodecError as e:
+            raise ProtocolError(say("malformed", e))
+        self._rx_at = now
+        return i
+
+    def room(self):
+        """True while a received packet can be taken: there is room to queue its
+        acknowledgement. While false, the I/O loop stops reading (backpressure) until the
+        acknowledgements are written, so a burst of any length is taken, never refused."""
+        return self._fcount < len(self._flows) - len(self._sub_state)
+
     def receive(self, data, now):
         """Frame and act on every packet in data (for tests and simple loops)."""
         i = 0
         n = len(data)
         while i < n:
-            try:
-                i = self.reader.feed(data, i, n)
-            except CodecError as e:
-                raise ProtocolError(say("malformed", e))
+            i = self.feed(data, i, n, now)
             if self.reader.ready:
                 self.handle(now)
 
@@ -355,6 +382,14 @@ class Session:
         """True while the message with this packet id is queued or in flight."""
         return (self._find(self._pend_head, pid) != _NIL or self._find(self._infl_head, pid) != _NIL
                 or (self.store is not None and self.store.in_backlog(pid)))
+
+    def sub_drop(self, pid):
+        """Forget the subscription whose SUBSCRIBE (pid) the program was told failed: it is
+        never made again by itself."""
+        for i in range(len(self._sub_state)):
+            if self._sub_pid[i] == pid and self._sub_state[i] in (_S_SUB, _S_SUBACK):
+                self._sub_state[i] = _S_FREE
+                self._sub_topic[i] = None
 
     def sub_pending(self, pid):
         """True while a SUBSCRIBE or UNSUBSCRIBE with this packet id awaits its ack."""
@@ -388,12 +423,7 @@ class Session:
             if self._connect_sent:
                 return 0
             self._connect_sent = True
-            w = self.will
-            if w:
-                return wire.pack_connect(tx, self.client_id, self.clean_session, self.keepalive,
-                                         w[0], w[1], w[2], w[3], self.username, self.password)
-            return wire.pack_connect(tx, self.client_id, self.clean_session, self.keepalive,
-                                     None, None, 0, False, self.username, self.password)
+            return self.connect_packet()
         if st == DISCONNECTED:
             return 0
         if st == DISCONNECTING:
@@ -469,6 +499,14 @@ class Session:
             if left <= 0:
                 raise MQTTException(say("no_connack", self.connect_timeout))
             return left
+        if self.reader.first:
+            # A packet begun is finished within the timeout, keepalive or not: a link that
+            # stops half-way through one is dead (waiting for the next packet may be endless).
+            left = self.connect_timeout - ticks_diff(now, self._rx_at)
+            if left <= 0:
+                raise MQTTException(say("half_pkt", self.connect_timeout))
+            if st != CONNECTED or not self.keepalive:
+                return left
         if st != CONNECTED or not self.keepalive:
             return 60000
         k = self.keepalive * 1000
@@ -521,6 +559,8 @@ class Session:
             self._on_pubrel(wire.ack_id(t, b, n))
         elif t == wire.SUBACK:
             pid = wire.suback_check(b, n)
+            if n != 3:  # one return code per filter, and each SUBSCRIBE carries one (MQTT-3.8.4-5)
+                raise ProtocolError(say("suback_cnt", n - 2))
             for i in range(len(self._sub_state)):
                 if self._sub_state[i] == _S_SUBACK and self._sub_pid[i] == pid:
                     rc = wire.suback_code(b, n, 0)
@@ -566,13 +606,18 @@ class Session:
             self._infl_head = self._infl_tail = _NIL
             self.inflight = 0
         if not present:
-            # A new session at the broker will never send PUBREL for what we hold.
-            for i in range(len(self._rx_pid)):
-                if self._rx_h[i] >= 0:
-                    self.store.mark(self._rx_h[i], DONE)
-                    self._rx_h[i] = -1
-                self._rx_pid[i] = 0
-                self._rx_topic[i] = self._rx_msg[i] = None
+            # A new session at the broker will never send PUBREL for the ids we keep.
+            for k in range(_RX2):
+                if self._rx_pid[k]:
+                    self._rx_release(self._rx_pid[k])
+            bits = self._rx_bits
+            if bits is not None:
+                for c in range(16):
+                    part = bits[c]
+                    for i in range(512 if part else 0):
+                        for j in range(8 if part[i] else 0):
+                            if part[i] & 1 << j:
+                                self._rx_release(c << 12 | i << 3 | j)
         # Resend what is in flight, in order, with the original ids (MQTT-4.4.0-1).
         self._resend = 0
         s = self._infl_head
@@ -606,38 +651,76 @@ class Session:
             self._rx_last = topic
         qos = first >> 1 & 3
         if qos == 2:
-            k = self._rx_find(pid)
-            if k >= 0:   # a repeat before PUBREL: acknowledge, never deliver twice
+            if self._rx_has(pid):
+                # a repeat (after a reconnect) of one delivered and not yet released:
+                # acknowledged, never delivered twice (MQTT-4.3.3-2)
                 self._flow(wire.PUBREC, pid)
                 return
-            k = self._rx_find(0)
-            if k < 0:
-                # Cannot hold it: close so the broker redelivers (MQTT-4.8.0-2).
-                raise ProtocolError(say("rx_full", len(self._rx_pid)))
-            if self.store:   # r-: kept before PUBREC, so a restart still delivers it once
-                self._rx_h[k] = self.store.add_inbound(pid, b, n)
-            self._rx_pid[k] = pid
-            self._rx_topic[k] = topic
-            self._rx_msg[k] = bytes(b[ps:n])
-            self._flow(wire.PUBREC, pid)
-            return
+            k = self._rx_add(pid)   # before delivering: the room for its id is certain
         msg = bytes(b[ps:n])
         if qos:
-            self._flow(wire.PUBACK, pid)
-        self._deliver(topic, msg, first)
+            self._flow(wire.PUBACK if qos == 1 else wire.PUBREC, pid)
+        try:
+            self._deliver(topic, msg, first)
+        except Exception:
+            if qos == 2:
+                self._rx_release(pid)  # not acknowledged: the broker will deliver it again
+            raise
+        if qos == 2 and self.store:
+            # on flash after the callback: a reset in between delivers it again (at least
+            # once, never lost), and the id survives a reset once it is written. A full
+            # store keeps it in RAM only: exactly once until a reset, and the link stays up.
+            try:
+                h = self.store.add_inbound(pid, b, 0)
+            except StoreFull:
+                h = -1
+            if k >= 0:
+                self._rx_h[k] = h
 
     def _on_pubrel(self, pid):
-        k = self._rx_find(pid)
+        # the message went to the application when it arrived: forget its id (MQTT-4.3.3-2)
+        self._rx_release(pid)
         self._flow(wire.PUBCOMP, pid)
+
+    def _rx_has(self, pid):
+        if self._rx_find(pid) >= 0:
+            return True
+        part = self._rx_bits[pid >> 12] if self._rx_bits else None
+        return part is not None and part[pid >> 3 & 511] & 1 << (pid & 7)
+
+    def _rx_add(self, pid):
+        # keep an inbound QoS 2 id -> its table index, or -1 if it went into the bitmap
+        k = self._rx_find(0)
         if k >= 0:
-            topic = self._rx_topic[k]
-            msg = self._rx_msg[k]
-            self._deliver(topic, msg, 0x34)
+            self._rx_pid[k] = pid
+            return k
+        if self._rx_bits is None:
+            self._rx_bits = [None] * 16
+        c = pid >> 12
+        if self._rx_bits[c] is None:
+            try:
+                self._rx_bits[c] = bytearray(512)
+            except MemoryError:  # not acknowledged: the broker delivers it again later
+                raise MQTTException(say("rx_mem", pid))
+        self._rx_bits[c][pid >> 3 & 511] |= 1 << (pid & 7)
+        return -1
+
+    def _rx_release(self, pid):
+        k = self._rx_find(pid)
+        if k >= 0:
             if self._rx_h[k] >= 0:
                 self.store.mark(self._rx_h[k], DONE)
-                self._rx_h[k] = -1
             self._rx_pid[k] = 0
-            self._rx_topic[k] = self._rx_msg[k] = None
+            self._rx_h[k] = -1
+        elif self._rx_has(pid):
+            part = self._rx_bits[pid >> 12]
+            part[pid >> 3 & 511] &= ~(1 << (pid & 7))
+            if self.store:
+                self.store.forget_inbound(pid)
+            for i in range(512):
+                if part[i]:
+                    return
+            self._rx_bits[pid >> 12] = None  # empty: its 512 bytes go back to the heap
 
     def _deliver(self, topic, msg, first):
         # The ack is queued already; if the application raises, take it back so the
@@ -657,7 +740,12 @@ class Session:
         while s != _NIL and self._pid[s] != pid:
             prev = s
             s = self._next[s]
-        if s == _NIL or self._flags[s] & 3 != qos or (qos == 2 and not self._flags[s] & _REL):
+        fl = self._flags[s] if s != _NIL else 0
+        # A PUBACK for a QoS 2 message still awaiting PUBREC completes it: a broker that
+        # downgrades QoS 2 to 1 (RabbitMQ) has taken it at least once, and would never
+        # answer a PUBREL.
+        if s == _NIL or (fl & 3 != qos and not (qos == 1 and not fl & _REL)) or (
+                qos == 2 and not fl & _REL):
             raise ProtocolError(say("stray_ack", t, pid))
         nxt = self._next[s]
         if prev == _NIL:
@@ -749,7 +837,7 @@ class Session:
 
     def _rx_find(self, pid):
         p = self._rx_pid
-        for k in range(len(p)):
+        for k in range(_RX2):
             if p[k] == pid:
                 return k
         return -1

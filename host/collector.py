@@ -15,6 +15,9 @@ landing zone that `fleetwire report` reads, losing none.
 - Records that are not valid telemetry go to LANDING/_quarantine/date=.../*.ndjson with
   the reason, never dropped silently and never fatal.
 - Several collectors share the load with share="group" ($share/group/fleet/+/telemetry).
+- On a broker that enforces fleet identity (`fleetwire broker-config`) it logs in with a
+  certificate of its own (tls_cert/tls_key, `fleetwire ca issue collector --role collector`),
+  checking the broker's against tls_ca; the broker's ACL lets it read telemetry only.
 """
 import base64
 import datetime
@@ -67,7 +70,8 @@ class Collector:
     every file. Counters: received, landed, quarantined, files."""
 
     def __init__(self, host, port, landing, collector_id="collector-1", share=None, topic=TOPIC,
-                 clock=time.time, fsync=False, user=None, password=None):
+                 clock=time.time, fsync=False, user=None, password=None, tls_ca=None, tls_cert=None,
+                 tls_key=None):
         if not re.match(r"^[A-Za-z0-9_.-]+$", collector_id):
             raise ValueError("collector id %r: use letters, digits, '_', '.', '-'" % collector_id)
         self.host, self.port = host, port
@@ -82,6 +86,9 @@ class Collector:
         self._answered = threading.Event()   # a SUBACK or a refusal came
         self._client = None
         self.user, self.password = user, password
+        if (tls_cert or tls_key) and not (tls_cert and tls_key and tls_ca):
+            raise ValueError("a client certificate needs its key and the broker's CA (tls_cert, tls_key, tls_ca)")
+        self.tls = (tls_ca, tls_cert, tls_key)
         self.connected = False
         self.error = None      # why the broker last refused or dropped us, None while all is well
 
@@ -96,6 +103,8 @@ class Collector:
             c.username_pw_set(self.user, self.password)
         elif self.password is not None:
             raise ValueError("a password needs a user name (MQTT-3.1.2-22)")
+        if self.tls[0]:
+            c.tls_set(ca_certs=self.tls[0], certfile=self.tls[1], keyfile=self.tls[2])
         c.on_connect = self._on_connect
         c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message

@@ -1,6 +1,7 @@
 """Deploy fleetwire to a board (real or virtual) with mpremote: build the board tree,
-copy only the files whose SHA-256 differs from the board's, write config.json, and
-reset the board. Credentials go into config.json and are never printed.
+copy only the files whose SHA-256 differs from the board's, write the board's TLS
+identity (fleetwire.host.provision: with a fleet CA, a key and certificate of its own),
+write config.json, and reset the board. Credentials and keys are never printed.
 """
 import hashlib
 import json
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 
-from fleetwire.host import build
+from fleetwire.host import build, pki, provision
 
 FIRMWARE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "firmware")
 TEMPLATES = ("boot.py", "main.py")
@@ -97,8 +98,24 @@ def redact(cfg):
     return {k: ("(set)" if any(s in k for s in SECRET_KEYS) and v else v) for k, v in cfg.items()}
 
 
-def deploy(port, config=None, mpy=False, arch=None, reset=True, log=print):
-    """Bring the board on `port` up to date -> {"copied": [...], "unchanged": n, "config": ...}."""
+def deploy(port, config=None, mpy=False, arch=None, reset=True, log=print, ca=None, cert=None, key=None,
+           broker_ca=None, rotate=False):
+    """Bring the board on `port` up to date -> {"copied": [...], "unchanged": n, "config": ...,
+    "identity": "issued" | "kept" | "installed" | None}.
+
+    ca (a fleet CA directory) gives the board a key and certificate of its own (kept on later
+    deploys unless rotate); cert/key install ones issued elsewhere; broker_ca is the CA of the
+    broker's certificate (default: the fleet CA). All of it is checked before the board is
+    touched (DeployError)."""
+    plan = None
+    if ca or cert or key or broker_ca or rotate:
+        if config is None:
+            raise DeployError("a TLS identity needs the board's config (--config): its device_id names the "
+                              "certificate")
+        try:
+            plan = provision.prepare(config, ca, cert, key, broker_ca, rotate)
+        except pki.PKIError as e:
+            raise DeployError(str(e))
     check_port(port)
     with tempfile.TemporaryDirectory(prefix="fleetwire-deploy-") as out:
         build.build(out, mpy=mpy, arch=arch)
@@ -109,26 +126,54 @@ def deploy(port, config=None, mpy=False, arch=None, reset=True, log=print):
                 files[os.path.relpath(local, out).replace(os.sep, "/")] = local
         for t in TEMPLATES:
             files[t] = os.path.join(FIRMWARE, t)
+        asked = set(files) | {"config.json"}
+        if plan is not None:
+            asked |= {provision.CA, provision.ISSUER}
+        query = _HASHES % sorted(asked) + (provision.BOARD_QUERY if plan is not None else "")
+        answer = _mpremote(port, "exec", query, timeout=30, retries=1).splitlines()
+        remote = {}
+        for line in answer:
+            p, _, h = line.strip().rpartition(" ")
+            remote[p] = h
+        new = {}  # written whatever the board holds: a new certificate and its key
+        if plan is not None:
+            try:
+                plan.decide(*provision.parse_query(answer))
+            except pki.PKIError as e:
+                raise DeployError(str(e))
+            ident = os.path.join(out, "identity")
+            os.mkdir(ident, 0o700)
+            for p, local in plan.files(ident).items():
+                (new if p in (provision.CERT, provision.KEY) else files)[p] = local
+            config = plan.config(config)
         if config is not None:
             cfg_path = os.path.join(out, "config.json")
             with open(cfg_path, "w") as f:
                 json.dump(config, f, indent=1, sort_keys=True)
             files["config.json"] = cfg_path
-        remote = {}
-        for line in _mpremote(port, "exec", _HASHES % sorted(files), timeout=30, retries=1).splitlines():
-            p, _, h = line.strip().rpartition(" ")
-            remote[p] = h
         changed = sorted(p for p in files if remote.get(p) != _sha(files[p]))
+        # the identity before config.json, which names it; config.json last of all
+        order = [p for p in changed if p != "config.json"] + sorted(new) + \
+            (["config.json"] if "config.json" in changed else [])
+        changed = sorted(changed + sorted(new))
         if changed:
             dirs = sorted({"/".join(p.split("/")[:i]) for p in changed for i in range(1, p.count("/") + 1)})
             args = ["exec", _MKDIRS % dirs]
-            for p in changed:
-                args += ["+", "fs", "cp", files[p], ":" + p]
+            for p in order:
+                args += ["+", "fs", "cp", files.get(p) or new[p], ":" + p]
             _mpremote(port, *args)
-    res = {"copied": changed, "unchanged": len(files) - len(changed),
-           "config": ("written" if "config.json" in changed else "unchanged") if config is not None else "not given"}
+    held = 2 if plan is not None and plan.action == "kept" else 0  # the board's certificate and key
+    res = {"copied": changed, "unchanged": len(files) - len(changed) + len(new) + held,
+           "config": ("written" if "config.json" in changed else "unchanged") if config is not None else "not given",
+           "identity": plan.action if plan else None}
     for p in changed:
         log("  copied %s" % p)
+    if plan is not None:
+        revoked = plan.commit()
+        log("identity: %s" % plan.describe())
+        if revoked:
+            log("identity: revoked the certificate it replaced (serial %s); reload the broker so it reads the new "
+                "CRL (%s)" % (revoked, plan.ca.crl_path))
     log("%d copied, %d unchanged%s" % (len(changed), res["unchanged"],
                                        "; config.json %s: %s" % (res["config"], json.dumps(redact(config)))
                                        if config is not None else ""))

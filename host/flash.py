@@ -1,6 +1,12 @@
 """Flash MicroPython firmware onto ESP32-family boards with esptool (PyPI), one or
 many at once, with the errors people actually meet named plainly: no such port,
-port busy, no chip answering, wrong chip, missing or truncated firmware file.
+port busy, no chip answering, wrong chip, missing or truncated firmware file, a
+partition table that does not fit the firmware, a write that does not verify.
+
+With `no_stub` esptool talks to the chip's ROM bootloader only (--no-stub: boards that
+refuse the flasher stub, and virtual boards, which emulate the ROM); the ROM cannot
+erase the whole chip, so the erase is done by writing erased bytes around the image
+(compressed, that is a few KB on the wire) -- the flash ends as after erase-flash.
 """
 import glob
 import os
@@ -8,8 +14,11 @@ import re
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+
+from fleetwire.host import partitions as pt
 
 # Where a MicroPython .bin from micropython.org goes (it starts with the bootloader).
 OFFSETS = {"esp32": 0x1000, "esp32s2": 0x1000, "esp32s3": 0x0, "esp32c3": 0x0, "esp32c6": 0x0}
@@ -20,6 +29,10 @@ _MAGIC = 0xE9
 
 class FlashError(Exception):
     pass
+
+
+class VerifyError(FlashError):
+    """esptool wrote the image but the flash does not hold it (its MD5 check failed)."""
 
 
 def expand_ports(specs):
@@ -121,6 +134,12 @@ def _explain(port, text):
     if "wrong --chip" in t or re.search(r"this chip is (\S+), not (\S+)", t):
         m = re.search(r"this chip is (\S+?),? not (\S+?)[.\s]", text, re.I)
         return "wrong chip on %s: %s" % (port, ("it is %s, not %s" % (m.group(1), m.group(2))) if m else text[-200:])
+    if "md5 of file does not match" in t or "written flash region is empty" in t:
+        return ("verification failed on %s: the flash does not hold what was written (esptool's MD5 check);"
+                " flash again, and suspect the flash or the cable if it repeats" % port)
+    if "failed to enter ram download mode" in t:
+        return ("the bootloader on %s refused esptool's flasher stub (a virtual board runs none):"
+                " flash with --no-stub" % port)
     if "failed to connect" in t or "no serial data received" in t or "invalid head of packet" in t:
         return ("no chip answering on %s: is a board attached, in bootloader mode (hold BOOT, tap EN)?"
                 % port)
@@ -128,48 +147,130 @@ def _explain(port, text):
     return "esptool failed on %s: %s" % (port, lines[-1] if lines else "no output")
 
 
-def detect(port, connect_attempts=2):
-    """-> the chip on `port`, as esptool names it in lower case (esp32, esp32s3, ...)."""
+def detect(port, connect_attempts=2, flash_size=False):
+    """-> the chip on `port`, as esptool names it in lower case (esp32, esp32s3, ...);
+    with flash_size, (chip, flash size in bytes or None), read with the ROM's SPI
+    commands (esptool flash-id), which works without the stub."""
     if not os.path.exists(port):
         raise FlashError("no such serial port: %s" % port)
-    rc, text = _esptool(["--port", port, "--connect-attempts", str(connect_attempts), "--before", "default-reset",
-                         "--after", "no-reset", "--no-stub", "chip-id"], timeout=60)
+    rc, text = _esptool(["--port", port, "--connect-attempts", str(connect_attempts), "--before",
+                         "default-reset", "--after", "no-reset", "--no-stub",
+                         "flash-id" if flash_size else "chip-id"], timeout=60)
     m = re.search(r"(?:Chip type|Chip is|Detected chip type):\s*(ESP32[-\w]*)", text)
-    if m:
-        name = m.group(1).lower().replace("-", "")  # e.g. esp32d0wdq6, esp32s3
-        known = [k for k in OFFSETS if name.startswith(k)]
-        return max(known, key=len) if known else name
-    raise FlashError(_explain(port, text))
+    if not m:
+        raise FlashError(_explain(port, text))
+    name = m.group(1).lower().replace("-", "")  # e.g. esp32d0wdq6, esp32s3
+    known = [k for k in OFFSETS if name.startswith(k)]
+    chip = max(known, key=len) if known else name
+    if not flash_size:
+        return chip
+    m = re.search(r"Detected flash size:\s*(\d+)\s*([KM])B", text)
+    return chip, (int(m.group(1)) << (20 if m.group(2) == "M" else 10)) if m else None
 
 
-def flash_one(port, firmware, chip="auto", baud=460800, erase=True, progress=None, connect_attempts=2):
-    """Erase and write `firmware` on the board at `port` -> {"port", "chip", "seconds"}."""
+def check_partitions(parts, firmware, chip=None):
+    """A partition table to write with `firmware`: its app partition must be at 0x10000,
+    where the firmware's app goes, and hold it. -> the app's size."""
+    with open(firmware, "rb") as f:
+        data = f.read()
+    base = OFFSETS.get(chip or "", None)
+    app_len = None
+    for b in ((base,) if base is not None else (0x1000, 0x0)):
+        at = APP_OFFSET - b
+        end = _image_end(data, at) if len(data) > at and data[at] == _MAGIC else None
+        if end is not None:
+            app_len = end - at
+            break
+    slot = [p for p in parts if p.type == pt.TYPE_APP and p.offset == APP_OFFSET]
+    if not slot:
+        raise FlashError("the partition table has no app partition at 0x%x, where the firmware's app goes"
+                         % APP_OFFSET)
+    if app_len is not None and app_len > slot[0].size:
+        raise FlashError("the firmware's app (%d KB) does not fit in partition %s (%d KB)"
+                         % (-(-app_len // 1024), slot[0].label, slot[0].size // 1024))
+    return app_len
+
+
+def _image_with_table(firmware, base, table):
+    with open(firmware, "rb") as f:
+        data = bytearray(f.read())
+    if table is not None:
+        at = pt.TABLE_OFFSET - base
+        if len(data) < at + len(table):
+            data += b"\xff" * (at + len(table) - len(data))
+        data[at:at + len(table)] = table
+    return bytes(data)
+
+
+def flash_one(port, firmware, chip="auto", baud=460800, erase=True, progress=None, connect_attempts=2,
+              no_stub=False, partitions=None):
+    """Erase and write `firmware` (with the partition table `partitions`, [Partition],
+    in place of its own) on the board at `port`; esptool's MD5 check of what it wrote
+    must pass (VerifyError otherwise). -> {"port", "chip", "seconds", "verified"}."""
     t0 = time.monotonic()
-    found = detect(port, connect_attempts)
+    if no_stub and erase:
+        found, size = detect(port, connect_attempts, flash_size=True)
+    else:
+        found, size = detect(port, connect_attempts), None
     if chip != "auto" and found != chip:
         raise FlashError("wrong chip on %s: it is %s, not %s" % (port, found, chip))
     if found not in OFFSETS:
         raise FlashError("%s on %s: no known MicroPython offset for this chip" % (found, port))
     check_firmware(firmware, found)
-    base = ["--chip", found, "--port", port, "--baud", str(baud), "--connect-attempts", str(connect_attempts)]
+    table = None
+    if partitions is not None:
+        check_partitions(partitions, firmware, found)
+        if size:
+            try:
+                pt.check(partitions, flash_size=size)
+            except pt.PartitionTableError as e:
+                raise FlashError("partition table for %s: %s" % (port, e))
+        table = pt.to_binary(partitions)
+    base = OFFSETS[found]
+    args = ["--chip", found, "--port", port, "--baud", str(baud), "--connect-attempts", str(connect_attempts)]
+    if no_stub:
+        args.append("--no-stub")
 
     def line(s):
         m = re.search(r"(\d+(?:\.\d+)?)\s*%", s)
         if m and progress:
             progress(port, float(m.group(1)))
-    if erase:
-        rc, text = _esptool(base + ["erase-flash"], on_line=None)
-        if rc:
-            raise FlashError(_explain(port, text))
-    rc, text = _esptool(base + ["write-flash", "-z", hex(OFFSETS[found]), firmware], on_line=line)
+    with tempfile.TemporaryDirectory(prefix="fleetwire-flash-") as tmp:
+        image = _image_with_table(firmware, base, table)
+        path = firmware
+        if table is not None:
+            path = os.path.join(tmp, "firmware+table.bin")
+            with open(path, "wb") as f:
+                f.write(image)
+        pairs = [hex(base), path]
+        if erase and no_stub:
+            if not size:
+                raise FlashError("no flash size from the chip on %s, so it cannot be erased without the stub"
+                                 " (esptool flash-id found none)" % port)
+            # the ROM has no chip erase: erased bytes before and after the image do it
+            end = -(-(base + len(image)) // pt.SECTOR) * pt.SECTOR
+            for name, start, stop in (("head", 0, base), ("tail", end, size)):
+                if stop > start:
+                    blank = os.path.join(tmp, "erased-%s.bin" % name)
+                    with open(blank, "wb") as f:
+                        f.write(b"\xff" * (stop - start))
+                    pairs += [hex(start), blank]
+        elif erase:
+            rc, text = _esptool(args + ["erase-flash"], on_line=None)
+            if rc:
+                raise FlashError(_explain(port, text))
+        rc, text = _esptool(args + ["write-flash", "-z"] + pairs, on_line=line)
     if rc:
-        raise FlashError(_explain(port, text))
+        err = _explain(port, text)
+        raise VerifyError(err) if err.startswith("verification failed") else FlashError(err)
     if progress:
         progress(port, 100.0)
-    return {"port": port, "chip": found, "seconds": time.monotonic() - t0}
+    return {"port": port, "chip": found, "seconds": time.monotonic() - t0,
+            "verified": text.count("Hash of data verified") >= len(pairs) // 2}
 
 
-def flash_many(ports, firmware, chip="auto", baud=460800, out=None, connect_attempts=2):
+def flash_many(ports, firmware, chip="auto", baud=460800, out=None, connect_attempts=2, no_stub=False,
+               partitions=None):
     """Flash several boards in parallel, one progress bar each -> [(port, result or error text)]."""
     out = out or sys.stdout
     check_firmware(firmware, chip if chip != "auto" else None)
@@ -199,8 +300,8 @@ def flash_many(ports, firmware, chip="auto", baud=460800, out=None, connect_atte
 
     def work(port):
         try:
-            results[port] = flash_one(port, firmware, chip, baud, progress=progress,
-                                      connect_attempts=connect_attempts)
+            results[port] = flash_one(port, firmware, chip, baud, progress=progress, no_stub=no_stub,
+                                      connect_attempts=connect_attempts, partitions=partitions)
         except FlashError as e:
             results[port] = str(e)
         draw()

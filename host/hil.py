@@ -1,13 +1,17 @@
 """Hardware-in-the-loop fixtures (a pytest plugin): the same tests run on a real board
-(`pytest --board /dev/ttyUSB0 --board-broker 192.168.1.10:1883`) or, without
---board, on a virtual board the fixture starts (the MicroPython unix port behind a
-pty, fleetwire.host.vboard) against a mosquitto on loopback.
+(`pytest --board /dev/ttyUSB0 --board-broker 192.168.1.10:8883 --board-ca ~/.fleetwire/ca`)
+or, without --board, on a virtual board the fixture starts (the MicroPython unix port
+behind a pty, fleetwire.host.vboard) against a mosquitto on loopback that enforces fleet
+identity (mutual TLS, the ACL and CRL of `fleetwire broker-config`).
 
 Fixtures:
-  hil_board     a Board: deploy(config), put(name, text), exec(code), console_until(regex),
-                and on a virtual board set_wlan(up) and power_cycle()
+  hil_board     a Board: deploy(config) (with the fleet CA, the board gets its own key and
+                certificate), put(name, text), exec(code), console_until(regex), and on a
+                virtual board set_wlan(up) and power_cycle()
   hil_broker    (host, port) the board publishes to
-  hil_observer  a paho-mqtt Observer on that broker
+  hil_ca        the fleet CA the broker trusts (fleetwire.host.pki.FleetCA), or None on a real
+                board without --board-ca (a broker without identity, then)
+  hil_observer  a paho-mqtt Observer on that broker, logged in as the operator
 """
 import os
 import subprocess
@@ -27,6 +31,10 @@ def pytest_addoption(parser):
                      "board is expected to be on the network already")
     g.addoption("--board-wifi-password", default=os.environ.get("FLEETWIRE_WIFI_PASSWORD", ""),
                 help="its password (default: $FLEETWIRE_WIFI_PASSWORD, which keeps it out of shell history)")
+    g.addoption("--board-ca", default=None, metavar="DIR",
+                help="the fleet CA the --board-broker trusts (fleetwire ca init; its broker from fleetwire "
+                     "broker-config): the board gets a certificate of its own, the observer logs in as "
+                     "`operator`; without it the real board's broker is taken to need no identity")
     g.addoption("--board-heap", default="128K",
                 help="heap of the virtual board (default 128K: fleetwire as .mpy in RAM; frozen it needs less)")
 
@@ -34,17 +42,25 @@ def pytest_addoption(parser):
 class Board:
     """A board behind a serial port, driven with mpremote."""
 
-    def __init__(self, port, vboard=None):
+    def __init__(self, port, vboard=None, ca=None):
         self.port = port
         self.vboard = vboard
+        self.ca = ca
+        self._watches = []
+
+    def close(self):
+        for w in self._watches:
+            w.stop()
 
     @property
     def virtual(self):
         return self.vboard is not None
 
-    def deploy(self, config):
+    def deploy(self, config, rotate=False, log=None):
+        """Deploy as `fleetwire deploy --mpy [--ca DIR]` does -> its result."""
         from fleetwire.host.deploy import deploy
-        return deploy(self.port, config, mpy=True, log=lambda m: None)
+        return deploy(self.port, config, mpy=True, log=log or (lambda m: None), ca=self.ca and self.ca.dir,
+                      rotate=rotate)
 
     def exec(self, code, timeout=30):
         r = subprocess.run([sys.executable, "-m", "mpremote", "connect", self.port, "resume", "exec", code],
@@ -80,6 +96,13 @@ class Board:
             pattern, timeout, buf.getvalue()[-3000:])
         return buf.getvalue()
 
+    def watch(self):
+        """Read the console from now on, in the background (a board drops output nobody reads)
+        -> a ConsoleWatch; stopped with the board. Not while deploying: mpremote needs the port."""
+        w = ConsoleWatch(self.port)
+        self._watches.append(w)
+        return w
+
     def set_wlan(self, up):
         if not self.virtual:
             pytest.skip("Wi-Fi on demand needs a virtual board")
@@ -91,6 +114,65 @@ class Board:
         self.vboard.power_cycle()
 
 
+class ConsoleWatch:
+    """The console's lines, read by a thread: wait_for(regex) -> the text so far once a line
+    matches (fails at timeout); .text is everything read."""
+
+    def __init__(self, port):
+        import re
+        import threading
+        self._re = re
+        self.lines = []
+        self._stop = threading.Event()
+        self._cv = threading.Condition()
+        self._t = threading.Thread(target=self._read, args=(port,), daemon=True)
+        self._t.start()
+
+    def _read(self, port):
+        import serial
+        buf = b""
+        while not self._stop.is_set():
+            try:
+                with serial.Serial(port, 115200, timeout=0.2) as s:
+                    while not self._stop.is_set():
+                        buf += s.read(512)
+                        while b"\n" in buf:
+                            line, buf = buf.split(b"\n", 1)
+                            with self._cv:
+                                self.lines.append(line.rstrip(b"\r").decode("utf-8", "replace"))
+                                self._cv.notify_all()
+            except (serial.SerialException, OSError):
+                time.sleep(0.2)   # the board resets: its port comes back
+
+    @property
+    def text(self):
+        with self._cv:
+            return "\n".join(self.lines)
+
+    def wait_for(self, pattern, timeout=30):
+        rx = self._re.compile(pattern)
+        with self._cv:
+            if not self._cv.wait_for(lambda: any(rx.search(x) for x in self.lines), timeout):
+                raise AssertionError("no console line matching %r within %s s; console said:\n%s"
+                                     % (pattern, timeout, "\n".join(self.lines)[-3000:]))
+            return "\n".join(self.lines)
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(2)
+
+
+@pytest.fixture
+def hil_ca(request):
+    if request.config.getoption("--board"):
+        d = request.config.getoption("--board-ca")
+        if not d:
+            return None
+        from fleetwire.host.pki import FleetCA
+        return FleetCA(d)
+    return request.getfixturevalue("fleet_ca")
+
+
 @pytest.fixture
 def hil_broker(request):
     opt = request.config.getoption("--board-broker")
@@ -99,29 +181,44 @@ def hil_broker(request):
         return host, int(port)
     if request.config.getoption("--board"):
         pytest.fail("--board needs --board-broker HOST:PORT: a real board cannot reach this host's loopback")
-    b = request.getfixturevalue("mosquitto")
-    return b.host, b.port
+    b = request.getfixturevalue("identity_mosquitto")
+    return "localhost", b.port   # the name in the broker's certificate, which the board checks
 
 
 @pytest.fixture
-def hil_board(request, tmp_path):
+def hil_board(request, tmp_path, hil_ca):
     port = request.config.getoption("--board")
     if port:
-        yield Board(port)
+        b = Board(port, ca=hil_ca)
+        yield b
+        b.close()
         return
     from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
     vb = VirtualBoard(str(tmp_path / "vboard"), heap=request.config.getoption("--board-heap")).start()
+    b = None
     try:
         assert wait_for_prompt(vb.port), "the virtual board gave no prompt"
-        yield Board(vb.port, vb)
+        b = Board(vb.port, vb, ca=hil_ca)
+        yield b
     finally:
+        if b is not None:
+            b.close()
         vb.stop()
 
 
 @pytest.fixture
-def hil_observer(hil_broker):
+def hil_observer(request, hil_broker, hil_ca, tmp_path_factory):
+    """An Observer on the board's broker; with a fleet CA it logs in as `operator` (reads
+    fleet/#, publishes commands)."""
     from fleetwire.host.observer import Observer
-    o = Observer(*hil_broker)
+    kw = {}
+    if hil_ca is not None:
+        if request.config.getoption("--board"):
+            cert, key = hil_ca.credentials("operator", "operator", str(tmp_path_factory.mktemp("hil-operator")))
+        else:
+            cert, key = request.getfixturevalue("host_credentials")("operator")
+        kw = dict(tls_ca=hil_ca.cert_path, tls_cert=cert, tls_key=key)
+    o = Observer(hil_broker[0], hil_broker[1], **kw)
     yield o
     o.close()
 

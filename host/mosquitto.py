@@ -1,8 +1,10 @@
 """A real mosquitto broker on 127.0.0.1 and a free port, for tests, benches and the
 demo. Its config, log, persistence store and TLS files live in one temp dir that
 outlives stop()/start(), so a restart keeps the port and the stored sessions.
-Optional: a TLS listener with a CA generated at start (openssl CLI), a second TLS
-listener whose certificate names another host, a password file, inflight/queue limits.
+Optional: a TLS listener with a CA generated at start, a second TLS listener whose
+certificate names another host, a password file, inflight/queue limits; or, with
+identity=, only a mutual-TLS listener that enforces fleet identity (the lines
+`fleetwire broker-config` writes: a certificate per client, CN as user name, ACL, CRL).
 Every broker process is killed at interpreter exit even if the caller forgot."""
 import atexit
 import base64
@@ -68,35 +70,6 @@ def hash_password(password, salt=None):
 
 # ---- certificates
 
-# Our own openssl config, so the system openssl.cnf cannot add or clash with
-# extensions. The extensions satisfy Python's VERIFY_X509_STRICT (default from
-# 3.13) and mbedTLS (MicroPython): CA with keyUsage, leaf with AKI and serverAuth.
-_OPENSSL_CNF = """\
-[req]
-distinguished_name = dn
-prompt = no
-[dn]
-CN = unused
-[ca]
-basicConstraints = critical,CA:TRUE
-keyUsage = critical,keyCertSign,cRLSign
-subjectKeyIdentifier = hash
-[server]
-basicConstraints = critical,CA:FALSE
-keyUsage = critical,digitalSignature,keyEncipherment
-extendedKeyUsage = serverAuth
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid:always
-subjectAltName = %(san)s
-[wrong]
-basicConstraints = critical,CA:FALSE
-keyUsage = critical,digitalSignature,keyEncipherment
-extendedKeyUsage = serverAuth
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid:always
-subjectAltName = DNS:%(wrong)s
-"""
-
 WRONG_HOSTNAME = "wrong-host.fleetwire.invalid"
 
 
@@ -109,35 +82,23 @@ class Certs:
             setattr(self, name.replace(".", "_"), os.path.join(d, name))
 
 
-def _openssl(d, *args):
-    try:
-        r = subprocess.run(["openssl"] + list(args), cwd=d, capture_output=True, text=True,
-                           timeout=60)
-    except FileNotFoundError:
-        raise MosquittoError("the openssl command is needed for TLS: apt-get install -y openssl")
-    if r.returncode:
-        raise MosquittoError("openssl %s failed:\n%s" % (" ".join(args), r.stderr))
-
-
 def make_certs(d, hostnames=("localhost",), ips=(HOST,), days=30):
-    """A throwaway CA and server certificates in directory d -> Certs."""
+    """A throwaway CA and server certificates in directory d -> Certs (made with the
+    `cryptography` package; the extensions satisfy Python's VERIFY_X509_STRICT and mbedTLS)."""
+    from fleetwire.host import pki
     os.makedirs(d, exist_ok=True)
-    san = ",".join(["DNS:" + h for h in hostnames] + ["IP:" + i for i in ips])
-    with open(os.path.join(d, "openssl.cnf"), "w") as f:
-        f.write(_OPENSSL_CNF % {"san": san, "wrong": WRONG_HOSTNAME})
-    cnf = ("-config", "openssl.cnf")
-    days = ("-days", str(days))
-    _openssl(d, "req", *cnf, "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
-             "-out", "ca.pem", "-subj", "/CN=fleetwire test CA", "-extensions", "ca", *days)
-    _openssl(d, "x509", "-in", "ca.pem", "-outform", "DER", "-out", "ca.der")
-    _openssl(d, "req", *cnf, "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key",
-             "-out", "server.csr", "-subj", "/CN=%s" % (hostnames[0] if hostnames else ips[0]))
-    for ext, out in (("server", "server.pem"), ("wrong", "wrong.pem")):
-        # Random serials: two certificates from one CA must not share one.
-        _openssl(d, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-set_serial", "0x" + os.urandom(8).hex(), "-extfile", "openssl.cnf",
-                 "-extensions", ext, "-out", out, *days)
-    return Certs(d)
+    c = Certs(d)
+    ca_key, ca = pki.make_ca("fleetwire test CA", days)
+    key = pki.new_key()
+    server = pki.sign(ca_key, ca, (list(hostnames) + list(ips))[0], key.public_key(), "server",
+                      list(hostnames) + list(ips), days)
+    wrong = pki.sign(ca_key, ca, WRONG_HOSTNAME, key.public_key(), "server", [WRONG_HOSTNAME], days)
+    pki.write_private(c.ca_key, pki.key_pem(ca_key))
+    pki.write_private(c.server_key, pki.key_pem(key))
+    for path, data in ((c.ca_pem, pki.pem(ca)), (c.ca_der, pki.der(ca)), (c.server_pem, pki.pem(server)),
+                       (c.wrong_pem, pki.pem(wrong))):
+        pki.write_public(path, data)
+    return c
 
 
 # ---- the broker
@@ -162,6 +123,11 @@ class Mosquitto:
         certificate for another host name (.tls_mismatch_port).
     users: {name: password} written to a password_file; with allow_anonymous=False
         only those may connect.
+    identity: a fleet CA (fleetwire.host.pki.FleetCA): the broker then has one listener,
+        .port, mutual TLS only, as `fleetwire broker-config` writes it (its certificate
+        for localhost and 127.0.0.1 issued by that CA, the CA's crl.pem, the identity ACL;
+        .ca_pem/.ca_der are the fleet CA's). reload() makes it read a new CRL.
+        identity_services: {"operators": [...], "collectors": [...]} for the ACL.
     max_inflight / max_queued: mosquitto's max_inflight_messages / max_queued_messages.
     extra_config: lines appended after the listeners (so listener options in it
         apply to the last listener).
@@ -169,7 +135,10 @@ class Mosquitto:
 
     def __init__(self, persistence=False, tls=False, max_inflight=None, max_queued=None,
                  users=None, allow_anonymous=True, autosave_interval=None,
-                 autosave_on_changes=False, extra_config="", start_timeout=10):
+                 autosave_on_changes=False, extra_config="", start_timeout=10, identity=None,
+                 identity_services=None):
+        if identity is not None and (tls or users):
+            raise ValueError("identity= makes the only listener mutual TLS; it takes no tls= or users=")
         self.binary = find_mosquitto()
         self.host = HOST
         self.dir = tempfile.mkdtemp(prefix="fleetwire-mosquitto-")
@@ -192,13 +161,19 @@ class Mosquitto:
             self.persistence_dir = os.fspath(persistence) if persistence else None
         if self.persistence_dir:
             os.makedirs(self.persistence_dir, exist_ok=True)
+        self.identity = identity
         try:
             self.certs = make_certs(os.path.join(self.dir, "tls")) if tls else None
+            if identity is not None:
+                self._identity_files(identity, identity_services or {})
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
         self.ca_pem = self.certs.ca_pem if tls else None
         self.ca_der = self.certs.ca_der if tls else None
+        if identity is not None:
+            self.ca_pem = identity.cert_path
+            self.ca_der = os.path.join(self.dir, "identity", "ca.der")
         self.password_file = None
         if self.users:
             self.password_file = os.path.join(self.dir, "passwords")
@@ -210,6 +185,20 @@ class Mosquitto:
         self._pick_ports()
         self._closed = False
         _open.add(self)
+
+    def _identity_files(self, ca, services):
+        from fleetwire.host import brokerconf, pki
+        d = os.path.join(self.dir, "identity")
+        os.makedirs(d)
+        issued = ca.issue("localhost", role="server", hosts=("localhost", HOST), record=False)
+        self._server_pem = os.path.join(d, "server.pem")
+        self._server_key = os.path.join(d, "server.key")
+        pki.write_private(self._server_key, pki.key_pem(issued.key))
+        pki.write_public(self._server_pem, pki.pem(issued.cert))
+        pki.write_public(os.path.join(d, "ca.der"), pki.der(ca.cert))
+        self._acl = os.path.join(d, "acl")
+        pki.write_public(self._acl, brokerconf.acl_text(services.get("operators", ("operator",)),
+                                                        services.get("collectors", ("collector",))).encode())
 
     def _pick_ports(self):
         self.port = free_port()
@@ -240,9 +229,13 @@ class Mosquitto:
             # As root, mosquitto would switch to user "mosquitto", which cannot
             # read or write this private temp dir.
             lines.append("user root")
+        lines += ["per_listener_settings false"]
+        if self.identity is not None:
+            from fleetwire.host import brokerconf
+            lines += brokerconf.security_lines(self._acl)
+        else:
+            lines.append("allow_anonymous %s" % ("true" if self.allow_anonymous else "false"))
         lines += [
-            "per_listener_settings false",
-            "allow_anonymous %s" % ("true" if self.allow_anonymous else "false"),
             "log_dest file %s" % self.log_path,
             "log_type all",
             "log_timestamp true",
@@ -263,7 +256,12 @@ class Mosquitto:
             lines.append("max_inflight_messages %d" % self.max_inflight)
         if self.max_queued is not None:
             lines.append("max_queued_messages %d" % self.max_queued)
-        lines.append("listener %d %s" % (self.port, self.host))
+        if self.identity is not None:
+            from fleetwire.host import brokerconf
+            lines += brokerconf.listener_lines(self.port, self.host, self.identity.cert_path, self._server_pem,
+                                               self._server_key, self.identity.crl_path)
+        else:
+            lines.append("listener %d %s" % (self.port, self.host))
         if self.tls:
             c = self.certs
             for port, cert in ((self.tls_port, c.server_pem), (self.tls_mismatch_port, c.wrong_pem)):
@@ -353,6 +351,15 @@ class Mosquitto:
     def restart(self, timeout=None):
         self.stop()
         return self.start(timeout)
+
+    def reload(self, timeout=5):
+        """SIGHUP: mosquitto reads its configuration, the ACL and the CRL again (connected
+        clients stay: a revoked certificate is refused from its next connection on).
+        Returns once the broker says it has."""
+        if self.running:
+            n = self.log_text().count("Reloading config.")
+            self.proc.send_signal(signal.SIGHUP)
+            self.wait_for_log("Reloading config.", n + 1, timeout)
 
     def freeze(self):
         """SIGSTOP: connections stay open and the kernel still accepts new ones, but

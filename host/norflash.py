@@ -4,7 +4,10 @@
 #   - erased bytes read 0xFF; an erase works on a whole block (4096 bytes);
 #   - programming can only clear bits: writing a 1 over a 0 raises FlashMisuse;
 #   - a power cut can be armed to strike at the N-th program or erase, optionally
-#     leaving that operation half done (a prefix of a program, a torn erase).
+#     leaving that operation half done (a prefix of a program, a torn erase);
+#   - watch (a callable) sees each program/erase before it happens, and cut_copy()
+#     makes the flash a cut there would leave: the power-cut sweep forks at every
+#     operation instead of replaying the work up to each one (host/cutsweep.py).
 # It counts erases per block and bytes programmed. Portable: runs on the
 # MicroPython unix port and on CPython (it is host code, not board code).
 
@@ -63,6 +66,8 @@ class NorFlash:
         self._partial = False
         self._rng = _Rng(1)
         self.dead = False
+        self.watch = None       # watch(op, where, buf) before each program ("p", address, data)
+                                # and erase ("e", block, None)
 
     def info(self):
         """esp32.Partition.info()'s shape: (type, subtype, address, size, label, encrypted)."""
@@ -83,6 +88,31 @@ class NorFlash:
         """Power is back: the contents stay as the cut left them."""
         self.dead = False
         self._cut_at = -1
+
+    def copy(self, into=None):
+        """A second flash with the same contents (counters at zero, no file, powered);
+        into: a flash of the same size to reuse (no new buffer: no heap fragments)."""
+        f = into if into is not None else NorFlash(self.blocks, self.block_size, encrypted=self.encrypted)
+        f.data[:] = self.data
+        f.erases = [0] * self.blocks
+        f.programmed = f.ops = 0
+        f._cut_at = -1
+        f.dead = False
+        f.watch = None
+        return f
+
+    def cut_copy(self, op, where, buf, partial=False, seed=1, into=None):
+        """-> a copy of this flash as a power cut at the operation watch() was just
+        shown would leave it: that operation not done, or (partial) half done exactly
+        as arm(1, partial, seed) would have left it."""
+        f = self.copy(into)
+        if partial:
+            f._rng = _Rng(seed)
+            if op == "e":
+                f._tear_erase(where)
+            else:
+                f._tear_program(where, buf)
+        return f
 
     def _op(self):
         # Called before each program/erase; True if this one is cut.
@@ -133,15 +163,11 @@ class NorFlash:
             if b & ~d[addr + i] & 0xFF:
                 raise FlashMisuse("programming can only clear bits: 0x%02x over 0x%02x at %d"
                                   % (b, d[addr + i], addr + i))
+        if self.watch is not None and not self.dead:
+            self.watch("p", addr, buf)
         cut = self._op()
         if cut and self._partial:
-            k = self._rng.below(n + 1)  # a prefix lands, then one byte half-programmed
-            for i in range(k):
-                d[addr + i] &= buf[i]
-            if k < n:
-                d[addr + k] &= buf[k] | self._rng.below(256)
-            self.programmed += k
-            self._save(addr, n)
+            self._tear_program(addr, buf)
         if cut:
             raise PowerCut("power cut while programming %d bytes at %d" % (n, addr))
         for i in range(n):
@@ -153,16 +179,33 @@ class NorFlash:
         if not 0 <= block < self.blocks:
             raise FlashMisuse("erase of block %d, the flash has %d" % (block, self.blocks))
         a = block * self.block_size
+        if self.watch is not None and not self.dead:
+            self.watch("e", block, None)
         cut = self._op()
         if cut and self._partial:
-            k = self._rng.below(self.block_size + 1)  # a torn erase: some bytes are 0xFF
-            for i in range(k):
-                self.data[a + i] = 0xFF
-            self._save(a, self.block_size)
+            self._tear_erase(block)
         if cut:
             raise PowerCut("power cut while erasing block %d" % block)
         self.data[a:a + self.block_size] = b"\xff" * self.block_size
         self.erases[block] += 1
+        self._save(a, self.block_size)
+
+    def _tear_program(self, addr, buf):
+        n = len(buf)
+        d = self.data
+        k = self._rng.below(n + 1)  # a prefix lands, then one byte half-programmed
+        for i in range(k):
+            d[addr + i] &= buf[i]
+        if k < n:
+            d[addr + k] &= buf[k] | self._rng.below(256)
+        self.programmed += k
+        self._save(addr, n)
+
+    def _tear_erase(self, block):
+        a = block * self.block_size
+        k = self._rng.below(self.block_size + 1)  # a torn erase: some bytes are 0xFF
+        for i in range(k):
+            self.data[a + i] = 0xFF
         self._save(a, self.block_size)
 
     def _save(self, addr, n):

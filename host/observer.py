@@ -17,7 +17,7 @@ class Observer:
     """
 
     def __init__(self, host, port, client_id=None, tls_ca=None, username=None,
-                 password=None, clean_session=True, keepalive=30, timeout=10):
+                 password=None, clean_session=True, keepalive=30, timeout=10, tls_cert=None, tls_key=None):
         import paho.mqtt.client as mqtt  # here, so the rig loads without paho
         self._mqtt = mqtt
         self.host, self.port = host, port
@@ -39,8 +39,9 @@ class Observer:
         c.reconnect_delay_set(0.1, 1)  # a restarted broker is back within a second
         if username is not None:
             c.username_pw_set(username, password)
-        if tls_ca:
-            c.tls_set(ca_certs=os.fspath(tls_ca))
+        if tls_ca:  # with tls_cert/tls_key: mutual TLS, the certificate's CN is the identity
+            c.tls_set(ca_certs=os.fspath(tls_ca), certfile=tls_cert and os.fspath(tls_cert),
+                      keyfile=tls_key and os.fspath(tls_key))
         c.on_connect = self._on_connect
         c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message

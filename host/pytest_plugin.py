@@ -2,8 +2,12 @@
 independent paho-mqtt observer, a scripted broker. paho and the rig modules are
 imported inside the fixtures, so this plugin loads where paho is not installed.
 
-When a test that used a mosquitto fails, the tail of that broker's log is added
-to the failure report."""
+When a test that used a mosquitto (or a broker of the matrix) fails, the tail of that
+broker's log is added to the failure report.
+
+The broker matrix: a test that takes the `broker` fixture runs once for each broker of
+fleetwire.host.brokers.matrix() (mosquitto, aedes, amqtt, rabbitmq), each started once
+per session and shared, the tests grouped by broker."""
 import pytest
 
 
@@ -26,6 +30,38 @@ def mosquitto_tls():
         yield b
 
 
+@pytest.fixture(scope="session")
+def fleet_ca(tmp_path_factory):
+    """A fleet CA (fleetwire.host.pki.FleetCA) for the session, as `fleetwire ca init` makes it."""
+    from fleetwire.host.pki import FleetCA
+    return FleetCA.create(str(tmp_path_factory.mktemp("fleet-ca")))
+
+
+@pytest.fixture(scope="session")
+def identity_mosquitto(fleet_ca):
+    """A session mosquitto that enforces fleet identity, as `fleetwire broker-config` writes it:
+    one listener, .port, mutual TLS only (CN as user name, the ACL, fleet_ca's CRL);
+    .ca_pem/.ca_der are the fleet CA's. Identities: issue with fleet_ca; reload() after a
+    revocation."""
+    from fleetwire.host.mosquitto import Mosquitto
+    with Mosquitto(identity=fleet_ca) as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def host_credentials(fleet_ca, tmp_path_factory):
+    """host_credentials(name, role="operator") -> (certificate, key) files for a host tool,
+    issued by fleet_ca once per name."""
+    made = {}
+    d = str(tmp_path_factory.mktemp("host-credentials"))
+
+    def get(name, role="operator"):
+        if name not in made:
+            made[name] = fleet_ca.credentials(name, role, d)
+        return made[name]
+    return get
+
+
 @pytest.fixture
 def fresh_mosquitto():
     """fresh_mosquitto(persistence=True, ...) -> a new running broker (Mosquitto's
@@ -42,18 +78,54 @@ def fresh_mosquitto():
         b.close()
 
 
+@pytest.fixture(scope="session")
+def broker_pool():
+    """broker_pool(name) -> that matrix broker, running; started on first use, shared by
+    the whole session (use topics and client ids of your own), closed at its end."""
+    from fleetwire.host.brokers import make
+    pool = {}
+
+    def get(name):
+        if name not in pool:
+            pool[name] = make(name).start()
+        return pool[name]
+    yield get
+    for b in pool.values():
+        b.close()
+
+
+def pytest_generate_tests(metafunc):
+    if "broker" in metafunc.fixturenames:
+        from fleetwire.host.brokers import matrix
+        metafunc.parametrize("broker", matrix(), indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def broker(request, broker_pool):
+    """One broker of the matrix (the test runs once per broker): .name, .version, .host,
+    .port, .quirk(feature), .DENIED_PREFIX (fleetwire.host.brokers.base.Broker)."""
+    return broker_pool(request.param)
+
+
 @pytest.fixture
 def make_observer(request):
-    """make_observer(broker=None, tls=False, **kw) -> a connected Observer (see
+    """make_observer(broker=None, tls=False, identity=None, **kw) -> a connected Observer (see
     fleetwire.host.observer) on broker (default: the session `mosquitto`); with
-    tls=True it goes through broker.tls_port with broker.ca_pem. Closed afterwards."""
+    tls=True it goes through broker.tls_port with broker.ca_pem. On a broker that enforces
+    identity it logs in with a certificate: the operator's, or identity=(name, role).
+    Closed afterwards."""
     from fleetwire.host.observer import Observer
     made = []
 
-    def make(broker=None, tls=False, **kw):
+    def make(broker=None, tls=False, identity=None, **kw):
         if broker is None:
             broker = request.getfixturevalue("mosquitto")
-        if tls:
+        if identity is not None or getattr(broker, "identity", None) is not None:
+            # a broker that wants a certificate: the operator's unless told (identity=(name, role))
+            name, role = identity or ("operator", "operator")
+            cert, key = request.getfixturevalue("host_credentials")(name, role)
+            o = Observer(broker.host, broker.port, tls_ca=broker.ca_pem, tls_cert=cert, tls_key=key, **kw)
+        elif tls:
             kw.setdefault("tls_ca", broker.ca_pem)
             o = Observer(broker.host, broker.tls_port, **kw)
         else:
@@ -103,7 +175,7 @@ def pytest_runtest_makereport(item, call):
     rep = yield
     if rep.failed and rep.when in ("call", "teardown"):
         args = getattr(item, "funcargs", {})
-        brokers = [args[n] for n in ("mosquitto", "mosquitto_tls") if n in args]
+        brokers = [args[n] for n in ("mosquitto", "mosquitto_tls", "identity_mosquitto", "broker") if n in args]
         brokers += getattr(args.get("fresh_mosquitto"), "brokers", [])
         for b in brokers:
             try:
@@ -111,5 +183,6 @@ def pytest_runtest_makereport(item, call):
             except Exception:  # a report must not fail because of a log
                 continue
             if tail:
-                rep.sections.append(("mosquitto %s:%s log (tail)" % (b.host, b.port), tail))
+                name = getattr(b, "name", "mosquitto")
+                rep.sections.append(("%s %s:%s log (tail)" % (name, b.host, b.port), tail))
     return rep

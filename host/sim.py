@@ -20,12 +20,18 @@ A few devices can be virtual boards (`boards=`): the MicroPython unix port behin
 pseudo-terminal, deployed with `fleetwire deploy` as a board is, running the board's
 own main.py (client, flash store, vitals agent) against the same broker. A board's
 clock is the interpreter's, so boards run only in real time (speed=1).
+
+With a fleet CA (`ca=`) every device has an identity of its own, as a deployed board
+has: a key and a certificate whose CN is its id (issued at start, valid two days), and
+connects with mutual TLS, checking the broker's certificate against `tls_ca` (the fleet
+CA's by default); virtual boards are deployed with the CA (`fleetwire deploy --ca`).
 """
 import asyncio
 import os
 import random
 import resource
 import shutil
+import ssl
 import tempfile
 import threading
 import time
@@ -96,6 +102,33 @@ class SimBoard:
         pass  # the simulator restarts the device itself
 
 
+class Identities:
+    """Each simulated device's TLS context: a key and certificate issued by the fleet CA for
+    its id, in files under `root` (CPython's ssl loads a certificate only from a file)."""
+
+    def __init__(self, ca, root, tls_ca=None):
+        self.ca = ca
+        self.root = root
+        self.tls_ca = tls_ca or ca.cert_path
+        self._ctx = {}
+
+    def issue(self, ids):
+        """Issue every id its certificate (recorded in the CA's index in one go)."""
+        from fleetwire.host import pki
+        made = []
+        for device_id in ids:
+            issued = self.ca.issue(device_id, "device", days=2, record=False)
+            cert, key = pki.write_credentials(issued, self.root)
+            made.append(issued)
+            ctx = ssl.create_default_context(cafile=self.tls_ca)
+            ctx.load_cert_chain(cert, key)
+            self._ctx[device_id] = ctx
+        self.ca.record(*made)
+
+    def context(self, device_id):
+        return self._ctx[device_id]
+
+
 class SimDevice:
     def __init__(self, sim, n, rng):
         self.sim = sim
@@ -138,6 +171,7 @@ class SimDevice:
         self.board = SimBoard(self)
         # backoff in simulated time: 1 s doubling to 128 s, as on a board
         c = AsyncClient(self.id, sim.host, sim.port, keepalive=30, reconnect=True,
+                        ssl=sim.identities.context(self.id) if sim.identities else None,
                         backoff_min=max(0.01, 1 / sim.clock.speed), backoff_max=min(2, max(0.05, 128 / sim.clock.speed)),
                         timeout=10, queue_size=16, store=RingStore(self.flash))
         self.client = c
@@ -234,8 +268,9 @@ class Boards:
     broker every `period_s` seconds. Each board's console goes to console.log in its
     directory under `root`."""
 
-    def __init__(self, root, count, host, port, period_s, heap="128K", fw_version=RELEASES[0]):
+    def __init__(self, root, count, host, port, period_s, heap="128K", fw_version=RELEASES[0], ca=None):
         self.root = root
+        self.ca = ca   # a fleet CA directory: each board gets its certificate as `fleetwire deploy --ca` gives it
         self.count = count
         self.config = {"broker": host, "port": port, "period_s": period_s, "fw_version": fw_version,
                        "wifi_ssid": "sim-lab", "wifi_password": "sim-lab"}  # the emulated WLAN joins any
@@ -257,7 +292,7 @@ class Boards:
                 raise BoardError("virtual board %d gave no prompt (its directory: %s)" % (i, d))
             dev = "board-%d" % i
             try:
-                deploy(vb.port, dict(self.config, device_id=dev), mpy=True, log=lambda m: None)
+                deploy(vb.port, dict(self.config, device_id=dev), mpy=True, log=lambda m: None, ca=self.ca)
             except DeployError as e:
                 raise BoardError("deploying virtual board %d failed: %s" % (i, e))
             self.ids.append(dev)
@@ -297,7 +332,7 @@ class Simulator:
 
     def __init__(self, host, port, devices=200, period_s=60, speed=1.0, hours=None, duration=None,
                  seed=1, rollout=(0.3, 0.7), wifi_drops_per_hour=0.3, silent_share=0.03, progress=None,
-                 boards=0, board_heap="128K", board_root=None):
+                 boards=0, board_heap="128K", board_root=None, ca=None, tls_ca=None):
         if boards and speed != 1:
             raise ValueError("virtual boards run on their own clock, in real time: boards need speed 1, not %g"
                              % speed)
@@ -306,6 +341,9 @@ class Simulator:
         # flash), else they live in a temporary directory removed at the end
         self.n_boards = boards
         self.board_heap = board_heap
+        self.ca = ca              # a fleet CA (pki.FleetCA): mutual TLS, an identity per device
+        self.tls_ca = tls_ca      # the CA of the broker's certificate (default: the fleet CA)
+        self.identities = None
         self.board_root = board_root
         self.boards = None
         self.n = devices
@@ -343,10 +381,23 @@ class Simulator:
 
     async def run(self):
         _raise_fd_limit(self.n * 2 + 64)
+        if self.ca is None:
+            return await self._run_boards()
+        keys = tempfile.mkdtemp(prefix="fleetwire-sim-identities-")  # mode 700; the keys go with it
+        self.identities = Identities(self.ca, keys, self.tls_ca)
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                None, self.identities.issue, ["sim-%04d" % i for i in range(self.n)])
+            return await self._run_boards()
+        finally:
+            shutil.rmtree(keys, ignore_errors=True)
+
+    async def _run_boards(self):
         if not self.n_boards:
             return await self._run()
         root = self.board_root or tempfile.mkdtemp(prefix="fleetwire-sim-boards-")
-        self.boards = Boards(root, self.n_boards, self.host, self.port, self.period_s, self.board_heap)
+        self.boards = Boards(root, self.n_boards, self.host, self.port, self.period_s, self.board_heap,
+                             ca=self.ca.dir if self.ca else None)
         try:
             await asyncio.get_running_loop().run_in_executor(None, self.boards.start)
             return await self._run()

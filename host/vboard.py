@@ -13,9 +13,24 @@ on an unwatched board runs on; while someone reads, nothing is dropped.
 
 Each board has a directory: `fs/` is its filesystem (mounted at `/` and the working
 directory, with `/lib` on the module path as on a board); beside it, at `/.vboard` on
-the board, are its emulated flash partitions (`flash-<label>.bin`) and the files that
-drive the emulated `machine`, `network` and `esp32` modules (fleetwire/host/emul/). At
-start the board runs boot.py and main.py if present, then the REPL.
+the board, are its emulated SPI flash (`flash.bin`, the whole chip: bootloader at
+0x1000, partition table at 0x8000, apps, data partitions) and the files that drive the
+emulated `machine`, `network` and `esp32` modules (fleetwire/host/emul/).
+
+Like an ESP32, the board boots from its flash. At power-on, machine.reset() or a crash
+the emulated bootloader (bootloader.py) reads the partition table, picks the app as
+ESP-IDF does (otadata, set_boot, rollback of an unconfirmed image) and verifies its
+image; the app's frozen modules (espimage.py) go on the module path and the board runs
+boot.py and main.py, then the REPL. A Ctrl-D soft reset does not boot again (as on a
+board). With nothing bootable (an erased flash), the board says why and stays halted.
+
+Its serial port also reaches the ESP32 ROM bootloader (romloader.py): esptool's first
+SYNC frame puts the board in download mode (what esptool's DTR/RTS reset does to a
+real board, which a pty cannot carry), where esptool --no-stub writes and verifies its
+flash. The board boots again when esptool ends the session with FLASH_END, when
+anything that is not a SLIP frame arrives (a terminal, mpremote: their bytes go on to the
+booted board), or after DOWNLOAD_IDLE_S without a command (esptool's reset after it is
+done, which does not reach a pty either).
 """
 import json
 import os
@@ -28,12 +43,16 @@ import threading
 import time
 import tty
 
-from fleetwire.host import micropython
+from fleetwire.host import bootloader, espimage, micropython, partitions as pt, vfactory
+from fleetwire.host.romloader import RomLoader
+from fleetwire.host.vflash import DEFAULT_SIZE, FlashFile
 
 EMUL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emul")
 _RAW_BANNER = b"raw REPL; CTRL-B to exit"
 OUT_HELD = 16 * 1024   # interpreter output held for the user's terminal, at most
 OUT_IDLE_S = 2.0       # nobody read the port for this long: output is dropped, not waited on
+DOWNLOAD_IDLE_S = 2.0  # no ROM command for this long: esptool is done, the board boots
+_SYNC_FRAME = b"\xc0\x00\x08\x24\x00"  # how esptool's SYNC command starts on the wire
 
 STARTUP = """\
 import sys, os
@@ -50,11 +69,12 @@ try:
     vfs.mount(vfs.VfsPosix(_d + "/fs"), "/")
     vfs.mount(vfs.VfsPosix(_d), "/.vboard")
     os.chdir("/")
-    sys.path[:] = ["/.vboard/emul", "", ".frozen", "/lib"]
+    sys.path[:] = ["/.vboard/emul", "", ".frozen", "/.vboard/app", "/lib"]
     del _d
 except ImportError:
     pass  # no vfs module: paths stay the host's, with fs/ as the working directory
-print("fleetwire virtual board %s (%s reset)" % (os.getenv("FLEETWIRE_VBOARD_ID"), os.getenv("FLEETWIRE_VBOARD_CAUSE")))
+print("fleetwire virtual board %s (%s reset, %s)" % (
+    os.getenv("FLEETWIRE_VBOARD_ID"), os.getenv("FLEETWIRE_VBOARD_CAUSE"), os.getenv("FLEETWIRE_VBOARD_APP")))
 # In the raw REPL a soft reset runs boot.py only, as on a board (mpremote relies on it).
 for _f in ("boot.py",) if os.getenv("FLEETWIRE_VBOARD_RAW") else ("boot.py", "main.py"):
     try:
@@ -91,20 +111,34 @@ def parse_heap(text):
 
 
 class VirtualBoard:
-    """VirtualBoard(directory, heap="96K", link=None, board_id=None, partitions={"mqtt": 64}).
-    A partition is a number of 4 KB blocks, or {"blocks": n, "encrypted": True} for one
-    flagged encrypted in the partition table (esp32.Partition.info() says so)."""
+    """VirtualBoard(directory, heap="96K", link=None, board_id=None, partitions={"mqtt": 64},
+    ota=False, flash_size=4 MB). A new board's flash is programmed as a board with
+    MicroPython leaves the factory (vfactory.py): MicroPython's partition table (factory
+    app; with `ota`, otadata, ota_0 and ota_1) plus the data partitions in `partitions`,
+    each a number of 4 KB blocks or {"blocks": n, "encrypted": True} (flagged encrypted
+    in the table: esp32.Partition.info() says so). From then on the table in its flash
+    decides, as on a board: `fleetwire flash` can write another one."""
 
-    def __init__(self, directory, heap="96K", link=None, board_id=None, partitions=None):
+    def __init__(self, directory, heap="96K", link=None, board_id=None, partitions=None, ota=False,
+                 flash_size=DEFAULT_SIZE):
         self.dir = os.path.abspath(directory)
         self.fs = os.path.join(self.dir, "fs")
         self.heap = parse_heap(heap)
         self.link = link
         self.id = board_id or "%012x" % (abs(hash(self.dir)) & 0xFFFFFFFFFFFF)
         self.partitions = partitions or {"mqtt": 64}
+        self.ota = ota
+        self.flash = None         # vflash.FlashFile, from start()
+        self._flash_size = flash_size
         self.port = None
         self.resets = 0
         self.proc = None
+        self.mode = "off"         # "app" (MicroPython runs), "download" (ROM loader), "halted" (no app)
+        self.boot = None          # the last bootloader.Boot: partition, version, rolled_back, log
+        self.boots = 0            # how many times the bootloader ran
+        self.halt_reason = None
+        self.rom = None
+        self.corrupt_writes = 0   # a write fault in this many next blocks the ROM loader programs
         self._um = self._us = self._cm = None
         self._stop = threading.Event()
         self._thread = None
@@ -115,13 +149,11 @@ class VirtualBoard:
 
     def start(self):
         os.makedirs(os.path.join(self.fs, "lib"), exist_ok=True)
-        for label, blocks in self.partitions.items():
-            if isinstance(blocks, dict):  # {"blocks": n, "encrypted": True}
-                blocks = blocks["blocks"]
-            path = os.path.join(self.dir, "flash-%s.bin" % label)
-            if not os.path.exists(path) or os.path.getsize(path) != blocks * 4096:
-                with open(path, "wb") as f:
-                    f.write(b"\xff" * (blocks * 4096))
+        path = os.path.join(self.dir, "flash.bin")
+        new = not os.path.exists(path)
+        self.flash = FlashFile(path, self._flash_size)
+        if new:
+            self._leave_factory()
         with open(os.path.join(self.dir, "_startup.py"), "w") as f:
             f.write(STARTUP)
         self._emul = self._compile_emulation()
@@ -133,10 +165,20 @@ class VirtualBoard:
             if os.path.islink(self.link):
                 os.remove(self.link)
             os.symlink(self.port, self.link)
-        self._spawn("power_on")
+        self._power_up("power_on")
         self._thread = threading.Thread(target=self._relay, name="vboard-%s" % self.id, daemon=True)
         self._thread.start()
         return self
+
+    def _leave_factory(self):
+        parts = vfactory.layout(self.partitions, self.ota)
+        vfactory.program(self.flash, parts)
+        for p in parts:  # a board directory from before flash.bin keeps its partitions' data
+            old = os.path.join(self.dir, "flash-%s.bin" % p.label)
+            if os.path.exists(old):
+                with open(old, "rb") as f:
+                    self.flash.write(p.offset, f.read(p.size))
+                os.remove(old)
 
     def stop(self):
         self._stop.set()
@@ -171,21 +213,80 @@ class VirtualBoard:
             f.write("up" if up else "down")
 
     def power_cycle(self):
-        """Cut the power: the interpreter dies at once; the board starts again (power_on)."""
-        self._kill(cause="power_on")
+        """Cut the power: the interpreter dies at once; the board boots again (power_on),
+        also out of download mode or a halt."""
+        if self.mode == "app" and self.running:
+            self._kill(cause="power_on")
+        else:
+            self._power_request = "power_on"
+
+    def partition_table(self):
+        """The partitions of the table in the board's flash now ([partitions.Partition])."""
+        return pt.from_binary(self.flash.read(pt.TABLE_OFFSET, pt.TABLE_MAX))
+
+    # ---- booting
+
+    def _power_up(self, cause, raw=False):
+        """A chip reset: the bootloader picks and verifies the app, then MicroPython runs."""
+        marker = os.path.join(self.dir, "reset")
+        if os.path.exists(marker):
+            os.remove(marker)
+        self.boots += 1
+        try:
+            self.boot = bootloader.boot(self.flash)
+        except bootloader.BootFailure as e:
+            self.boot = None
+            self.halt_reason = str(e)
+            self.mode = "halted"
+            self._to_user(("\r\n" + str(e).replace("\n", "\r\n") + "\r\n").encode())
+            return
+        self.halt_reason = None
+        for line in self.boot.log:
+            if line.startswith(("E ", "W ")):   # what ESP-IDF's bootloader prints at MicroPython's log level
+                self._to_user(("%s\r\n" % line).encode())
+        self._install_app()
+        self._spawn(cause, raw)
+
+    def _install_app(self):
+        # The booted image's frozen modules go where a firmware's frozen modules are
+        app = os.path.join(self.dir, "app")
+        shutil.rmtree(app, ignore_errors=True)
+        os.makedirs(app)
+        off, n = self.boot.image.payload
+        if not n:
+            return
+        part = self.boot.partition
+        try:
+            files = espimage.frozen_files(lambda o, k: self.flash.read(part.offset + o, k), off, n)
+        except espimage.ImageError as e:
+            self._to_user(("vboard: the app's frozen modules are unreadable: %s\r\n" % e).encode())
+            return
+        for name, data in files.items():
+            dst = os.path.join(app, *name.split("/"))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with open(dst, "wb") as f:
+                f.write(data)
 
     # ---- the interpreter
 
     def _spawn(self, cause, raw=False):
+        b = self.boot
+        app = "%s: %s %s" % (b.partition.label, b.project or "?", b.version or "?")
         with open(os.path.join(self.dir, "vboard.json"), "w") as f:
-            json.dump({"id": self.id, "reset_cause": cause, "partitions": self.partitions}, f)
+            json.dump({"id": self.id, "reset_cause": cause, "flash": "flash.bin",
+                       "running": b.partition.label}, f)
+        with open(os.path.join(self.dir, "partitions"), "w") as f:
+            f.writelines("%d,%d,%d,%d,%d,%s\n" % (p.type, p.subtype, p.offset, p.size, p.encrypted, p.label)
+                         for p in b.partitions)
         cm, cs = os.openpty()
         _raw(cs)
         env = dict(os.environ)
-        env["MICROPYPATH"] = os.pathsep.join([self._emul, "", ".frozen", os.path.join(self.fs, "lib")])
+        env["MICROPYPATH"] = os.pathsep.join([self._emul, "", ".frozen", os.path.join(self.dir, "app"),
+                                              os.path.join(self.fs, "lib")])
         env["FLEETWIRE_VBOARD"] = self.dir
         env["FLEETWIRE_VBOARD_ID"] = self.id
         env["FLEETWIRE_VBOARD_CAUSE"] = cause
+        env["FLEETWIRE_VBOARD_APP"] = app
         if raw:
             env["FLEETWIRE_VBOARD_RAW"] = "1"
         self._raw = False
@@ -195,6 +296,7 @@ class VirtualBoard:
                                      stdin=cs, stdout=cs, stderr=cs, cwd=self.fs, env=env,
                                      start_new_session=True, close_fds=True)
         os.close(cs)
+        self.mode = "app"
         self._tail = b""
         self._spawned = time.monotonic()
         old, self._cm = self._cm, cm
@@ -234,13 +336,16 @@ class VirtualBoard:
             p.wait()
 
     _next_cause = None
+    _power_request = None
     _tail = b""
+    _in_tail = b""
     _spawned = 0.0
     _held = b""
     _out = b""            # the interpreter's output not yet taken by the user's terminal
     _out_moved = 0.0      # when the user's terminal last took some (or there was none)
     _raw = False          # the interpreter is in the raw REPL (mpremote's mode)
     _enter_raw = False
+    _rom_seen = 0.0
 
     def _restarting(self):
         return os.path.exists(os.path.join(self.dir, "reset")) or not self.running
@@ -273,6 +378,41 @@ class VirtualBoard:
             # whoever opens the port next).
             self._out = self._out[-OUT_HELD // 2:]
 
+    # ---- download mode (the ROM serial bootloader)
+
+    def _enter_download(self, data):
+        # esptool reset the chip into its ROM loader: the app stops, its output in flight is lost
+        self.mode = "download"
+        self._kill()
+        self._held = self._out = b""
+        self.rom = RomLoader(self.flash, mac=bytes.fromhex(self.id[-12:].rjust(12, "0")))
+        self._rom_input(data)
+
+    def _rom_input(self, data):
+        rom = self.rom
+        rom.corrupt_writes, self.corrupt_writes = rom.corrupt_writes + self.corrupt_writes, 0
+        reply = rom.feed(data)
+        self._rom_seen = time.monotonic()
+        if reply:
+            self._to_user(reply)
+        if rom.finished or rom.foreign:
+            self._leave_download()
+
+    def _leave_download(self):
+        foreign, self.rom = self.rom.foreign, None
+        self._in_tail = b""
+        self._power_up("power_on")
+        if self.mode == "app":
+            self._held = foreign   # a terminal's bytes reach the booted board
+
+    def _sync_in(self, data):
+        """Where esptool's SYNC frame starts in the user's input (with the last bytes of
+        the previous read), or -1."""
+        buf = self._in_tail + data
+        self._in_tail = buf[-(len(_SYNC_FRAME) - 1):]
+        i = buf.find(_SYNC_FRAME)
+        return -1 if i < 0 else buf[i:]
+
     def _relay(self):
         # The interpreter's output goes to the user's terminal through self._out. While
         # someone reads the port, a full self._out stops the relay reading the
@@ -280,22 +420,42 @@ class VirtualBoard:
         # once nobody has read for OUT_IDLE_S, output is dropped instead of stalling
         # the board (a program printing in a loop on a board nobody watches runs on).
         while not self._stop.is_set():
+            app = self.mode == "app"
             cm = self._cm
+            rlist = [self._um] + ([cm] if app and len(self._out) < OUT_HELD else [])
             try:
-                r, w, _ = select.select([self._um, cm] if len(self._out) < OUT_HELD else [self._um],
-                                        [self._um] if self._out else [], [],
-                                        0.05 if self._held or self._out else 0.1)
+                r, w, _ = select.select(rlist, [self._um] if self._out else [], [],
+                                        0.05 if self._held or self._out or not app else 0.1)
             except (OSError, ValueError):
                 r = w = []
             if w or self._out:
                 self._flush_out()
+            if self._power_request:
+                cause, self._power_request = self._power_request, None
+                self.rom = None
+                self._kill()
+                self.resets += 1
+                self._power_up(cause)
+                continue
             if self._um in r:
                 try:
                     data = os.read(self._um, 4096)
                 except OSError:
                     data = b""
-                if data:
-                    self._held += data
+                if data and self.mode == "download":
+                    self._rom_input(data)
+                elif data:
+                    frame = self._sync_in(data)
+                    if frame != -1:
+                        self._enter_download(frame)
+                    elif self.mode == "app":
+                        self._held += data
+            if self.mode == "download":
+                if time.monotonic() - self._rom_seen > DOWNLOAD_IDLE_S:
+                    self._leave_download()
+                continue
+            if self.mode != "app":
+                continue
             if self._held and not self._restarting() and time.monotonic() - self._spawned >= 0.3:
                 # Input waits while the board restarts and until the new interpreter is
                 # up: a Ctrl-C sent to the old one, or before the new one has set its
@@ -346,33 +506,38 @@ class VirtualBoard:
             pass
         marker = os.path.join(self.dir, "reset")
         raw = False
+        chip_reset = True
         if self._next_cause:
             cause, self._next_cause = self._next_cause, None
         elif os.path.exists(marker):
-            cause = "soft"                      # machine.reset()
+            cause = "soft"                      # machine.reset(): the chip resets, the bootloader runs
         elif self.proc.returncode == 0:
             cause = "soft"                      # Ctrl-D / sys.exit(): a soft reset
+            chip_reset = False                  # of the interpreter only, as on a board
             # From the raw REPL a board says so, runs boot.py and is back in the raw
             # REPL: mpremote's soft reset before each command waits for exactly that.
             raw = self._raw
             if raw:
                 self._to_user(b"MPY: soft reboot\r\n")
         else:
-            cause = "hard"                      # it crashed
+            cause = "hard"                      # it crashed: a panic resets the chip
         if os.path.exists(marker):
             os.remove(marker)
         self.resets += 1
-        self._spawn(cause, raw)
+        if chip_reset:
+            self._power_up(cause, raw)
+        else:
+            self._spawn(cause, raw)
 
 
-def start_boards(root, count=1, heap="96K", link_prefix=None):
+def start_boards(root, count=1, heap="96K", link_prefix=None, ota=False):
     """count boards under root/board-1.. -> [VirtualBoard], started."""
     boards = []
     try:
         for i in range(1, count + 1):
             link = ("%s%d" % (link_prefix, i)) if link_prefix else None
             b = VirtualBoard(os.path.join(root, "board-%d" % i), heap=heap, link=link,
-                             board_id="f00d%08x" % i)
+                             board_id="f00d%08x" % i, ota=ota)
             boards.append(b.start())
     except BaseException:
         for b in boards:

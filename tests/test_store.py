@@ -7,4 +7,4 @@ from portable.harness import make_tests
 from support import ROOT
 
 test_cpython, test_micropython = make_tests(
-    "store_cases", heap="256K", extra=[os.path.join(ROOT, "host", "norflash.py")])
+    "store_cases", heap="256K", extra=[os.path.join(ROOT, "host", f) for f in ("norflash.py", "cutsweep.py")])

@@ -19,6 +19,8 @@ COMMANDS = {
     "console": "console",
     "flash": "flash",
     "statements": "statements",
+    "ca": "ca",
+    "broker-config": "broker_config",
 }
 
 

@@ -7,6 +7,8 @@ Runs until Ctrl-C or SIGTERM, then closes its files.
   fleetwire collect --broker 127.0.0.1:1883 --landing landing/
   fleetwire collect --broker 127.0.0.1:1883 --landing landing/ --id c2 --share fleet   # scale out
   FLEETWIRE_MQTT_PASSWORD=... fleetwire collect --broker HOST:1883 --user collector --landing landing/
+  fleetwire collect --broker broker.local:8883 --tls-ca ca.pem --cert collector.pem --key collector.key \\
+      --landing landing/          # a broker that enforces identity (fleetwire broker-config)
 """
 import os
 import signal
@@ -26,6 +28,9 @@ def add_arguments(p):
     p.add_argument("--fsync", action="store_true", help="fsync each file before its rename (power-cut safe)")
     p.add_argument("--user", help="MQTT user name; the password comes from $FLEETWIRE_MQTT_PASSWORD "
                                   "(kept out of the process list)")
+    p.add_argument("--tls-ca", metavar="FILE", help="TLS: the CA of the broker's certificate (PEM)")
+    p.add_argument("--cert", metavar="FILE", help="mutual TLS: the collector's certificate (fleetwire ca issue)")
+    p.add_argument("--key", metavar="FILE", help="its private key")
 
 
 def _stop(signum, frame):
@@ -39,8 +44,12 @@ def run(args):
         print("fleetwire collect: --broker must be HOST:PORT, not %r" % args.broker, file=sys.stderr)
         return 2
     try:
+        for f in (args.tls_ca, args.cert, args.key):
+            if f and not os.path.isfile(f):
+                raise ValueError("%s: no such file" % f)
         c = Collector(host or "127.0.0.1", int(port), args.landing, args.id, args.share, args.topic,
-                      fsync=args.fsync, user=args.user, password=os.environ.get("FLEETWIRE_MQTT_PASSWORD"))
+                      fsync=args.fsync, user=args.user, password=os.environ.get("FLEETWIRE_MQTT_PASSWORD"),
+                      tls_ca=args.tls_ca, tls_cert=args.cert, tls_key=args.key)
         c.start()
     except (OSError, ValueError, RuntimeError) as e:
         print("fleetwire collect: %s" % e, file=sys.stderr)

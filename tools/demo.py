@@ -1,9 +1,11 @@
-"""The fleet demo, start to finish on this machine: a mosquitto on loopback, the
-collector landing telemetry, a simulated fleet (fleetwire's own client and vitals
-agent on every device; a firmware rollout, crashes, Wi-Fi drops, leaking heaps,
-draining batteries, devices going silent) time-compressed to a few hours, then the
-Spark report. Prints the report's path and a fleet summary. Everything it starts is
-stopped at the end, Ctrl-C included.
+"""The fleet demo, start to finish on this machine: a mosquitto on loopback that enforces
+fleet identity (mutual TLS, a certificate per device from a fleet CA made for the run,
+the ACL and CRL of `fleetwire broker-config`), the collector landing telemetry with its
+own certificate, a simulated fleet (fleetwire's own client and vitals agent on every
+device; a firmware rollout, crashes, Wi-Fi drops, leaking heaps, draining batteries,
+devices going silent) time-compressed to a few hours, then the Spark report. Prints the
+report's path and a fleet summary. Everything it starts is stopped at the end, Ctrl-C
+included.
 
   fleetwire demo                                   # 200 devices, ~2 minutes, 4 simulated hours
   fleetwire demo --devices 50 --duration 30 --out /tmp/fleet
@@ -14,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HELP = "the fleet demo: broker, simulated fleet, collector and the Spark report, in one go"
@@ -73,15 +76,22 @@ def run(args):
     speed = args.hours * 3600 / args.duration
     broker = collector = None
     t0 = time.monotonic()
+    pki_dir = tempfile.mkdtemp(prefix="fleetwire-demo-pki-")  # a throwaway fleet CA, keys and all
     try:
-        broker = Mosquitto(max_queued=1000000).start()
+        from fleetwire.host.pki import FleetCA
+        ca = FleetCA.create(os.path.join(pki_dir, "ca"), "fleetwire demo CA")
+        broker = Mosquitto(max_queued=1000000, identity=ca).start()
         say("mosquitto on %s:%d" % broker.address)
-        collector = Collector(broker.host, broker.port, landing, "demo-collector").start()
-        say("collector landing fleet/+/telemetry in %s" % landing)
+        say("the broker wants a certificate from every client (fleet CA %s): each device has its own, "
+            "and may publish only under fleet/<its id>/" % ca.name)
+        cert, key = ca.credentials("collector", "collector", os.path.join(pki_dir, "collector"))
+        collector = Collector(broker.host, broker.port, landing, "demo-collector", tls_ca=ca.cert_path,
+                              tls_cert=cert, tls_key=key).start()
+        say("collector (certificate CN collector) landing fleet/+/telemetry in %s" % landing)
         say("simulating %d devices for %g s: %g simulated hours, a record every %d simulated s"
             % (args.devices, args.duration, args.hours, args.period))
         sim = Simulator(broker.host, broker.port, devices=args.devices, period_s=args.period, speed=speed,
-                        duration=args.duration, seed=args.seed,
+                        duration=args.duration, seed=args.seed, ca=ca,
                         progress=lambda s: print(progress_line(s), end="", flush=True))
         res = asyncio.run(sim.run())
         print(flush=True)
@@ -112,6 +122,7 @@ def run(args):
             collector.stop()
         if broker is not None:
             broker.close()
+        shutil.rmtree(pki_dir, ignore_errors=True)
 
 
 def _rows(path):

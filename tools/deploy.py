@@ -5,7 +5,18 @@ credentials -- which are never printed), then reset the board (also when nothing
 changed: checking the board stopped its program), unless --no-reset. Works the same on a
 virtual board (`fleetwire vboard`).
 
+With --ca DIR (a fleet CA, `fleetwire ca init`) the board gets its own key and certificate
+(CN = its device_id) and the broker's CA, in tls/ on the board, and connects with mutual
+TLS. The key is made here, written to the board once and kept nowhere else; a later deploy
+keeps both unless --rotate (or the certificate expires within 30 days, or is not this
+device's or this CA's). --cert/--key install a certificate issued elsewhere (AWS IoT Core);
+--broker-ca is the CA of the broker's certificate when it is not the fleet CA. Everything
+is checked before the board is touched.
+
   fleetwire deploy --port /dev/ttyUSB0 --config device.json --mpy
+  fleetwire deploy --port /dev/ttyUSB0 --config device.json --mpy --ca ~/.fleetwire/ca
+  fleetwire deploy --port /dev/ttyUSB0 --config device.json --mpy --cert dev.pem.crt --key dev.private.key \\
+      --broker-ca AmazonRootCA1.pem
 """
 import sys
 
@@ -19,6 +30,12 @@ def add_arguments(p):
     p.add_argument("--mpy", action="store_true", help="compile to .mpy (needed on small heaps)")
     p.add_argument("--arch", help="mpy-cross architecture for native code, e.g. xtensawin")
     p.add_argument("--no-reset", action="store_true", help="do not reset the board afterwards")
+    p.add_argument("--ca", metavar="DIR", help="fleet CA directory: give the board a key and certificate of its own")
+    p.add_argument("--rotate", action="store_true", help="with --ca: a new key and certificate even if the board's "
+                                                          "are still good (the old certificate is revoked)")
+    p.add_argument("--cert", metavar="FILE", help="install this client certificate (PEM or DER), issued elsewhere")
+    p.add_argument("--key", metavar="FILE", help="its private key (PEM or DER, unencrypted)")
+    p.add_argument("--broker-ca", metavar="FILE", help="CA of the broker's certificate (default: the fleet CA)")
 
 
 def run(args):
@@ -26,7 +43,8 @@ def run(args):
     try:
         cfg = load_config(args.config) if args.config else None
         deploy(args.port, cfg, mpy=args.mpy or bool(args.arch), arch=args.arch, reset=not args.no_reset,
-               log=lambda m: print(m, flush=True))
+               log=lambda m: print(m, flush=True), ca=args.ca, cert=args.cert, key=args.key,
+               broker_ca=args.broker_ca, rotate=args.rotate)
     except DeployError as e:
         print("fleetwire deploy: %s" % e, file=sys.stderr)
         return 2

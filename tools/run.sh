@@ -3,13 +3,15 @@
 #   bash tools/run.sh demo   - the main job (the fleet demo)
 #   bash tools/run.sh test   - the whole test suite (what CI runs)
 # Set-up is idempotent: a venv in .venv, the project installed editable with its
-# [dev] extras (re-installed when pyproject.toml changes), and the Debian packages
-# the suite needs, installed only if absent.
+# [dev] extras (re-installed when pyproject.toml changes), the Debian packages the
+# suite needs, installed only if absent, and the npm packages of the aedes broker
+# (npm ci from its lock file, again only when the lock file changes).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv="$root/.venv"
-apt_packages=(mosquitto socat)
+# rabbitmq-server: a broker of the matrix (tests start their own, on loopback)
+apt_packages=(mosquitto socat rabbitmq-server)
 
 say() { printf '[fleetwire] %s\n' "$*" >&2; }
 
@@ -26,8 +28,31 @@ apt_install() {
         fi
     fi
     say "installing Debian packages: ${missing[*]}"
+    # The suite starts its brokers itself, on loopback: a package's own service (a
+    # RabbitMQ or mosquitto listening on every interface) must not start at install.
+    # policy-rc.d says so to invoke-rc.d and deb-systemd-invoke; containers often have one.
+    local policy=/usr/sbin/policy-rc.d added=""
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# fleetwire setup: no service starts during this install\nexit 101\n' | $sudo tee "$policy" >/dev/null
+        $sudo chmod 755 "$policy"
+        added=1
+    fi
     $sudo apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >/dev/null
+    local rc=0
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >/dev/null || rc=$?
+    [ -n "$added" ] && $sudo rm -f "$policy"
+    return $rc
+}
+
+npm_ci() {
+    # The aedes broker's node packages, from its lock file, with the venv's node and npm.
+    local dir="$root/host/brokers/aedes" stamp want
+    stamp="$dir/node_modules/.fleetwire-lock"
+    want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+    [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && return 0
+    say "installing the aedes broker's npm packages (npm ci)"
+    PATH="$venv/bin:$PATH" "$venv/bin/npm" ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
+    echo "$want" > "$stamp"
 }
 
 pick_python() {
@@ -58,6 +83,7 @@ setup() {
         echo "$want" > "$stamp"
     fi
     apt_install "${apt_packages[@]}"
+    npm_ci
     # Spark (the report job and its tests) needs Java 17 or later.
     command -v java >/dev/null || apt_install openjdk-17-jre-headless
 }

@@ -11,6 +11,13 @@ draining batteries and a few go silent. --speed compresses time: with --speed 12
 --boards K adds K virtual boards (the MicroPython unix port running the board's own
 main.py, deployed as a board is) reporting as board-0.. beside the simulated devices;
 they run in real time only (--speed 1).
+
+--ca DIR: against a broker that enforces fleet identity (`fleetwire broker-config`), each
+device logs in with mutual TLS and a certificate of its own (CN = its id, issued by that
+fleet CA at start, valid two days); --tls-ca is the CA of the broker's certificate when it
+is not the fleet CA.
+
+  fleetwire sim --devices 50 --broker localhost:8883 --ca ~/.fleetwire/ca
 """
 import asyncio
 import json
@@ -30,6 +37,9 @@ def add_arguments(p):
                    help="also run this many virtual boards (MicroPython), real time only (default 0)")
     p.add_argument("--board-heap", default="128K", help="each virtual board's heap (default %(default)s)")
     p.add_argument("--board-dir", help="keep the boards' directories (console.log, flash) here")
+    p.add_argument("--ca", metavar="DIR", help="fleet CA: every device gets its own certificate (mutual TLS)")
+    p.add_argument("--tls-ca", metavar="FILE", help="with --ca: the CA of the broker's certificate (default: the "
+                                                   "fleet CA)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
 
 
@@ -51,10 +61,23 @@ def run(args):
         except ValueError as e:
             print("fleetwire sim: --board-heap: %s" % e, file=sys.stderr)
             return 2
+    ca = None
+    if args.ca or args.tls_ca:
+        from fleetwire.host import pki
+        try:
+            if not args.ca:
+                raise pki.PKIError("--tls-ca goes with --ca (the fleet CA that issues the devices' certificates)")
+            ca = pki.FleetCA(args.ca)
+            if args.tls_ca:
+                pki.check_ca(pki.load_certificate(args.tls_ca, "--tls-ca"), "--tls-ca %s" % args.tls_ca)
+        except pki.PKIError as e:
+            print("fleetwire sim: %s" % e, file=sys.stderr)
+            return 2
     sim = Simulator(host or "127.0.0.1", int(port), devices=args.devices, period_s=args.period,
                     speed=args.speed, duration=args.duration, seed=args.seed,
                     progress=None if args.quiet else (lambda s: print(progress_line(s), end="", flush=True)),
-                    boards=args.boards, board_heap=args.board_heap, board_root=args.board_dir)
+                    boards=args.boards, board_heap=args.board_heap, board_root=args.board_dir, ca=ca,
+                    tls_ca=args.tls_ca)
     from fleetwire.host.micropython import MicroPythonMissing
     from fleetwire.host.sim import BoardError
     try:

@@ -1,7 +1,9 @@
 """Start virtual boards: the MicroPython unix port behind a pseudo-terminal each, so
 mpremote, pyserial and `fleetwire deploy/console` use them as they would /dev/ttyUSB0.
 Each board has its own directory (fs/ is its filesystem), emulated Wi-Fi, machine and
-flash partition, and restarts on machine.reset() while its terminal stays open.
+SPI flash (partition table, OTA slots, a bootloader that rolls back an unconfirmed
+image, the ROM loader `fleetwire flash --no-stub` writes through), and restarts on
+machine.reset() while its terminal stays open.
 Runs until Ctrl-C; then every interpreter it started is stopped.
 
   fleetwire vboard                              # one board, prints its port
@@ -20,6 +22,8 @@ def add_arguments(p):
     p.add_argument("--count", type=int, default=1, help="how many boards (default 1)")
     p.add_argument("--heap", default="96K", help="MicroPython heap: 96K is ESP32-like, 32K ESP8266-like")
     p.add_argument("--link", help="make stable symlinks LINK1, LINK2, ... to the ptys")
+    p.add_argument("--ota", action="store_true",
+                   help="new boards get MicroPython's OTA partition table (otadata, ota_0, ota_1)")
 
 
 def _stop(signum, frame):
@@ -32,13 +36,14 @@ def run(args):
         parse_heap(args.heap)
         if args.count < 1:
             raise ValueError("--count must be at least 1")
-        boards = start_boards(args.dir, args.count, args.heap, args.link)
+        boards = start_boards(args.dir, args.count, args.heap, args.link, ota=args.ota)
     except (OSError, ValueError) as e:
         print("fleetwire vboard: %s" % e, file=sys.stderr)
         return 2
     for i, b in enumerate(boards, 1):
-        print("board-%d: %s%s  (id %s, heap %s, dir %s)" % (i, b.port, " -> " + b.link if b.link else "",
-                                                           b.id, b.heap, b.dir), flush=True)
+        app = "%s %s" % (b.boot.partition.label, b.boot.version) if b.boot else "halted: %s" % b.halt_reason
+        print("board-%d: %s%s  (id %s, heap %s, %s, dir %s)" % (i, b.port, " -> " + b.link if b.link else "",
+                                                               b.id, b.heap, app, b.dir), flush=True)
     signal.signal(signal.SIGTERM, _stop)
     try:
         while True:

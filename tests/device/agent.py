@@ -21,7 +21,13 @@ def event(kind, text):
         events.pop(0)
 
 
+fail_next = [0]  # messages the callback refuses (raises on), for tests of a failing application
+
+
 def cb(topic, msg):
+    if fail_next[0]:
+        fail_next[0] -= 1
+        raise RuntimeError("the application failed on " + msg.decode())
     inbox.append([topic.decode(), msg.decode(), c.qos, c.retained])
 
 
@@ -203,6 +209,20 @@ def run(cmd):
     if op == "disconnect":
         c.disconnect()
         return {}
+    if op == "fail_next":
+        fail_next[0] = cmd.get("n", 1)
+        return {}
+    if op == "wait_msg":
+        # umqtt's blocking read: one packet handled -> its first byte, and what it delivered
+        op = c.wait_msg()
+        got = inbox[:]
+        del inbox[:]
+        return {"op": op, "msgs": got, "connected": c.is_connected()}
+    if op == "check_msg":
+        op = c.check_msg()
+        got = inbox[:]
+        del inbox[:]
+        return {"op": op, "msgs": got}
     if op == "state":
         return {"connected": c.is_connected(), "pending": c.pending, "events": events}
     if op == "mem":

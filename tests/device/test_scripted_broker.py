@@ -164,12 +164,13 @@ def test_MQTT_4_3_3_2_inbound_qos2_exactly_once(device, scripted_broker):
     d.result()
     b.send(Publish("q", b"once", 2, packet_id=3))
     b.send(Publish("q", b"once", 2, dup=True, packet_id=3))  # a repeat before PUBREL
-    assert d.call("recv", n=1, ms=300)["msgs"] == []  # nothing delivered before PUBREL
+    assert d.call("recv", n=2, ms=300)["msgs"] == [["q", "once", 2, False]]  # delivered once
     b.expect(Pubrec(3))
     b.expect(Pubrec(3))
     b.send(Pubrel(3))
-    assert d.call("recv", n=1)["msgs"] == [["q", "once", 2, False]]
+    d.begin("loop", ms=200)
     b.expect(Pubcomp(3))
+    d.result()
     b.send(Pubrel(3))  # PUBREL again: answered, not delivered again
     assert d.call("recv", n=1, ms=300)["msgs"] == []
     b.expect(Pubcomp(3))
@@ -255,3 +256,193 @@ def test_a_broker_that_never_answers_connect_times_out(device, scripted_broker):
     b.receive()
     r = d.result(timeout=10)
     assert not r["ok"] and "timed out" in r["error"]
+
+
+# ---- faults found by interop scenarios and a hostile broker (issue 18)
+
+def subscribed(device, b, topic="in/#", qos=1, **kw):
+    d = open_session(device, b, **kw)
+    d.begin("sub", topic=topic, qos=qos)
+    b.send(Suback(b.receive().packet_id, [qos]))
+    assert d.result()["rc"] == qos
+    return d
+
+
+def test_a_retained_qos2_message_is_delivered_with_its_retain_flag(device, scripted_broker):
+    b = scripted_broker
+    d = subscribed(device, b, qos=2)
+    b.send(Publish("in/x", b"kept", 2, retain=True, packet_id=6))
+    assert d.call("recv", n=1)["msgs"] == [["in/x", "kept", 2, True]]
+    b.expect(Pubrec(6))
+    b.send(Pubrel(6))
+    d.begin("loop", ms=200)
+    b.expect(Pubcomp(6))
+    d.result()
+
+
+def test_MQTT_3_1_2_6_a_clean_connect_starts_with_no_subscriptions(device, scripted_broker):
+    # the program's own clean connect() forgets what it subscribed to before, as the
+    # broker does: nothing is subscribed again behind its back
+    b = scripted_broker
+    d = subscribed(device, b, topic="old/#")
+    b.close_client()
+    d.begin("connect", clean=True)
+    b.accept(timeout=10)
+    b.expect(Connect(d.client_id, True, 0))
+    b.send(Connack(False, 0))
+    assert d.result()["ok"]
+    d.begin("loop", ms=300)
+    b.expect_nothing(0.3)
+    d.result()
+
+
+def test_the_clients_own_reconnect_subscribes_again(device, scripted_broker):
+    # reconnect=True brings back what the program had, on a clean session too
+    b = scripted_broker
+    d = subscribed(device, b, topic="keep/#", reconnect=True, backoff_min=0.05, backoff_max=0.1)
+    b.close_client()
+    d.begin("loop", ms=3000)
+    b.accept(timeout=10)
+    b.expect(Connect(d.client_id, True, 0))
+    b.send(Connack(False, 0))
+    s = b.receive()
+    assert s.topics == [("keep/#", 1)], s
+    b.send(Suback(s.packet_id, [1]))
+    d.result()
+
+
+def test_MQTT_3_1_3_7_an_empty_client_id_without_clean_session_is_refused_before_connecting(
+        device, scripted_broker):
+    b = scripted_broker
+    d = device()
+    d.call("init", id="", host="127.0.0.1", port=b.port)
+    r = d.try_call("connect", clean=False)
+    assert not r["ok"] and r["error"].startswith("CodecError") and "MQTT-3.1.3-7" in r["error"], r
+    try:
+        b.accept(timeout=0.5)
+    except AssertionError:
+        pass  # nothing was opened
+    else:
+        raise AssertionError("the client opened a connection for a CONNECT it could not send")
+    assert d.call("state")["connected"] is False
+
+
+def test_a_connect_that_times_out_leaves_nothing_open(device, scripted_broker):
+    b = scripted_broker
+    d = device()
+    d.call("init", id=d.client_id, host="127.0.0.1", port=b.port, io_timeout=1)
+    d.begin("connect")
+    b.accept(timeout=10)
+    b.receive()
+    r = d.result(timeout=10)
+    assert not r["ok"] and "timed out" in r["error"], r
+    b.expect_closed(timeout=2)
+    assert d.call("state")["connected"] is False
+
+
+def test_wait_msg_closes_a_link_that_stops_answering_pings(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b, keepalive=1)
+    d.begin("wait_msg")
+    b.expect(Pingreq(), timeout=2)  # never answered
+    r = d.result(timeout=10)
+    assert not r["ok"] and "keepalive" in r["error"], r
+    b.expect_closed(timeout=2)
+    assert d.call("state")["connected"] is False
+
+
+def test_wait_msg_reconnects_a_dead_link_with_reconnect_on(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b, keepalive=1, reconnect=True, backoff_min=0.05, backoff_max=0.1)
+    d.begin("wait_msg")
+    b.expect(Pingreq(), timeout=2)  # never answered: the client gives up on this link
+    b.expect_closed(timeout=3)
+    b.accept(timeout=10)
+    b.expect(Connect(d.client_id, True, 1))
+    b.send(Connack(False, 0))
+    r = d.result(timeout=10)
+    assert r["ok"] and r["op"] == 0x20 and r["connected"], r  # the CONNACK of the new link
+    b.send(Publish("in", b"after", 0))
+    r = d.call("wait_msg")
+    assert r["msgs"] == [["in", "after", 0, False]], r
+
+
+def test_MQTT_4_8_0_2_a_callback_that_fails_closes_the_link_unacknowledged(device, scripted_broker):
+    # the application's error reaches it, the message is not acknowledged and the link is
+    # closed, so the broker delivers it again on the next connection
+    b = scripted_broker
+    d = subscribed(device, b, clean=False)
+    d.call("fail_next")
+    b.send(Publish("in/x", b"m", 1, packet_id=5))
+    r = d.try_call("loop", ms=300)
+    assert not r["ok"] and "RuntimeError" in r["error"], r
+    b.expect_closed(timeout=2)
+    reconnect(d, b, present=True)
+    b.send(Publish("in/x", b"m", 1, dup=True, packet_id=5))
+    assert d.call("recv", n=1)["msgs"] == [["in/x", "m", 1, False]]
+    b.expect(Puback(5))
+
+
+def test_wait_msg_without_keepalive_waits_for_a_message_as_long_as_it_takes(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b, io_timeout=1)
+    d.begin("wait_msg")
+    b.expect_nothing(2.5)  # longer than the client's timeout: waiting has no deadline
+    b.send(Publish("in", b"late", 0))
+    r = d.result(timeout=10)
+    assert r["ok"] and r["op"] == 0x30 and r["msgs"] == [["in", "late", 0, False]], r
+
+
+def test_wait_msg_closes_a_link_that_stops_half_way_through_a_packet(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b, io_timeout=1)
+    d.begin("wait_msg")
+    b.send(Publish("in", b"never finished", 0).encode()[:5])
+    r = d.result(timeout=10)
+    assert not r["ok"] and "half-way" in r["error"], r
+    b.expect_closed(timeout=2)
+
+
+def test_MQTT_3_8_4_5_a_suback_with_more_return_codes_than_filters_is_refused(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b)
+    d.begin("sub", topic="a", qos=1)
+    b.send(Suback(b.receive().packet_id, [1, 1]))
+    r = d.result()
+    assert not r["ok"] and "MQTT-3.8.4-5" in r["error"], r
+    b.expect_closed(timeout=2)
+
+
+def test_a_burst_of_33_qos1_publishes_in_one_read_is_taken_and_acknowledged(device, scripted_broker):
+    # 231 bytes, more PUBLISHes than the acks the client can queue: it stops reading until
+    # the acks are written (backpressure) and refuses nothing
+    b = scripted_broker
+    d = subscribed(device, b, topic="a")
+    burst = b"".join(Publish("a", b"", 1, packet_id=i + 1).encode() for i in range(33))
+    assert len(burst) == 231
+    b.send(burst)
+    assert d.call("recv", n=33)["msgs"] == [["a", "", 1, False]] * 33
+    b.expect([Puback(i + 1) for i in range(33)])
+
+
+def test_MQTT_4_3_3_2_pubrels_for_unknown_ids_are_each_answered(device, scripted_broker):
+    b = scripted_broker
+    d = open_session(device, b)
+    b.send([Pubrel(i + 1) for i in range(40)])
+    d.begin("loop", ms=300)
+    b.expect([Pubcomp(i + 1) for i in range(40)])
+    assert d.result()["ok"]
+
+
+def test_more_unreleased_inbound_qos2_messages_than_max_inflight_are_taken(device, scripted_broker):
+    # MQTT 3.1.1 sets no limit on how many QoS 2 messages a broker has in flight
+    b = scripted_broker
+    d = subscribed(device, b, qos=2, max_inflight=2, queue_size=4)
+    b.send([Publish("in/x", b"%d" % i, 2, packet_id=i + 1) for i in range(40)])
+    msgs = d.call("recv", n=40)["msgs"]
+    assert [m[1] for m in msgs] == [str(i) for i in range(40)]
+    b.expect([Pubrec(i + 1) for i in range(40)])
+    b.send([Pubrel(i + 1) for i in range(40)])
+    d.begin("loop", ms=300)
+    b.expect([Pubcomp(i + 1) for i in range(40)])
+    assert d.result()["ok"]

@@ -192,3 +192,19 @@ def test_a_collector_reports_a_lost_broker_and_comes_back(fresh_mosquitto, tmp_p
         assert until(lambda: not c.connected and c.error and "connection lost" in c.error)
         b.start()
         assert until(lambda: c.connected and c.error is None, tries=1200)
+
+
+def test_on_a_broker_that_enforces_identity_the_collector_logs_in_with_its_certificate(
+        identity_mosquitto, host_credentials, make_observer, tmp_path):
+    b = identity_mosquitto
+    board = make_observer(b, identity=("collected-1", "device"))
+    cert, key = host_credentials("collector", "collector")
+    land = str(tmp_path / "landing")
+    with Collector(b.host, b.port, land, "c-identity", tls_ca=b.ca_pem, tls_cert=cert, tls_key=key) as c:
+        board.publish("fleet/collected-1/telemetry", json.dumps(record(device="collected-1")), qos=1)
+        assert until(lambda: c.landed == 1)
+    assert [r["device_id"] for r in landed(land)] == ["collected-1"]
+    assert "u'collector'" in b.log_text()   # the broker knows it by its certificate's CN
+    with pytest.raises(RuntimeError) as e:
+        Collector(b.host, b.port, land, "c-no-identity", tls_ca=b.ca_pem).start(timeout=2)
+    assert "broker 127.0.0.1:%d" % b.port in str(e.value)

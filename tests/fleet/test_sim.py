@@ -51,14 +51,34 @@ def test_the_command_line_simulator_runs_and_reports(fresh_mosquitto):
     assert res["devices"] == 5 and res["sent"] >= 5 and res["errors"] == 0
 
 
-def test_virtual_boards_report_beside_the_simulated_devices_and_their_records_land(fresh_mosquitto, tmp_path):
+def test_on_a_broker_that_enforces_identity_each_simulated_device_logs_in_with_its_own_certificate(
+        fresh_mosquitto, fleet_ca, make_observer):
+    b = fresh_mosquitto(identity=fleet_ca)
+    obs = make_observer(b)
+    obs.subscribe("fleet/+/telemetry", 1)
+    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "sim", "--devices", "5", "--broker",
+                        "127.0.0.1:%d" % b.port, "--period", "1", "--duration", "3", "--quiet", "--ca", fleet_ca.dir],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout[r.stdout.index("{"):])
+    assert res["errors"] == 0 and res["sent"] >= 5
+    ids = ["sim-%04d" % i for i in range(5)]
+    obs.wait_until(lambda m: {t.split("/")[1] for t, *_ in m} == set(ids))  # each under its own name
+    log = b.log_text()
+    assert all("u'%s'" % i in log for i in ids)   # the broker knew each by its certificate
+
+
+def test_virtual_boards_report_beside_the_simulated_devices_and_their_records_land(
+        fresh_mosquitto, fleet_ca, host_credentials, tmp_path):
     # a board: the MicroPython unix port running the board's own main.py (client, store,
-    # vitals), deployed as `fleetwire deploy` deploys one
-    b = fresh_mosquitto()
+    # vitals), deployed as `fleetwire deploy --ca` deploys one; on a broker that enforces
+    # identity, as the demo's, everyone with a certificate of its own
+    b = fresh_mosquitto(identity=fleet_ca)
     land = str(tmp_path / "landing")
-    with Collector(b.host, b.port, land, "sim-boards"):
+    cert, key = host_credentials("collector", "collector")
+    with Collector(b.host, b.port, land, "sim-boards", tls_ca=b.ca_pem, tls_cert=cert, tls_key=key):
         sim = Simulator(b.host, b.port, devices=3, period_s=1, duration=8, boards=2,
-                        board_root=str(tmp_path / "boards"))
+                        board_root=str(tmp_path / "boards"), ca=fleet_ca)
         res = asyncio.run(sim.run())
         time.sleep(1)
     assert res["errors"] == 0, res["last_error"]
@@ -78,6 +98,7 @@ def test_virtual_boards_report_beside_the_simulated_devices_and_their_records_la
     # each board's console was kept: it booted and connected
     log = (tmp_path / "boards" / "board-0" / "console.log").read_text(errors="replace")
     assert "main: connected to" in log
+    assert "u'board-0'" in b.log_text() and "u'board-1'" in b.log_text()   # each by its own certificate
 
 
 def test_virtual_boards_only_run_in_real_time_and_with_a_heap_that_runs_the_REPL(fresh_mosquitto):

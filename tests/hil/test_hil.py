@@ -7,11 +7,11 @@ import time
 from fleetwire.host.hil import device_config, wait
 
 ECHO_APP = """
-# echo what comes in on hil/<id>/in back on hil/<id>/out, at the QoS it came with
+# echo the command fleet/<id>/cmd/echo back on fleet/<id>/echo, at the QoS it came with
 import json
 cfg = json.load(open("config.json"))
-IN = "hil/%s/in" % cfg["device_id"]
-OUT = "hil/%s/out" % cfg["device_id"]
+IN = "fleet/%s/cmd/echo" % cfg["device_id"]
+OUT = "fleet/%s/echo" % cfg["device_id"]
 _c = None
 
 def _echo(topic, msg):
@@ -47,11 +47,12 @@ def test_publish_and_subscribe_round_trip_at_every_qos(hil_board, hil_broker, hi
     hil_board.put("app.py", ECHO_APP)  # main.py imports it after the deploy's reset
     hil_board.deploy(cfg)
     hil_board.console_until("app: echoing")
-    hil_observer.subscribe("hil/%s/out" % cfg["device_id"], 2)
+    out = "fleet/%s/echo" % cfg["device_id"]
+    hil_observer.subscribe(out, 2)
     for qos in (0, 1, 2):
-        hil_observer.publish("hil/%s/in" % cfg["device_id"], b"ping-%d" % qos, qos=qos)
-    got = hil_observer.wait_until(lambda m: len([x for x in m if x[0].startswith("hil/")]) >= 3, 20)
-    echoes = sorted((m[1], m[2]) for m in got if m[0].startswith("hil/"))
+        hil_observer.publish("fleet/%s/cmd/echo" % cfg["device_id"], b"ping-%d" % qos, qos=qos)
+    got = hil_observer.wait_until(lambda m: len([x for x in m if x[0] == out]) >= 3, 20)
+    echoes = sorted((m[1], m[2]) for m in got if m[0] == out)
     assert echoes == [(b"ping-0", 0), (b"ping-1", 1), (b"ping-2", 2)]
 
 
@@ -90,11 +91,13 @@ def test_a_wifi_drop_delays_records_and_loses_none(hil_board, hil_broker, hil_ob
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "lost or out of order: %s" % seqs
 
 
-def test_a_second_deploy_copies_nothing(hil_board, hil_broker, request):
+def test_a_second_deploy_copies_nothing_and_keeps_the_boards_key(hil_board, hil_broker, request):
     cfg = device_config(request, hil_broker)
     first = hil_board.deploy(cfg)
     second = hil_board.deploy(cfg)
     assert first["copied"] and second["copied"] == [] and second["unchanged"] == len(first["copied"])
+    if hil_board.ca is not None:
+        assert (first["identity"], second["identity"]) == ("issued", "kept")
     cfg["period_s"] = 30
     third = hil_board.deploy(cfg)
     assert third["copied"] == ["config.json"]

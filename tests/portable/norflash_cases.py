@@ -120,3 +120,40 @@ def test_littlefs_mounts_on_it():
         assert f.read() == "littlefs on emulated NOR"
     vfs.umount("/fwflash")
     assert fl.programmed > 0 and sum(fl.erases) > 0
+
+
+def test_a_cut_copy_is_the_flash_an_armed_cut_leaves():
+    # The sweep forks at an operation instead of arming a cut there: the copy must hold
+    # exactly what the armed cut would leave, whole or half done, for programs and erases.
+    for seed in range(1, 12):
+        for partial in (False, True):
+            for op in ("p", "e"):
+                armed = NorFlash(2, block_size=64)
+                watched = NorFlash(2, block_size=64)
+                copies = []
+                for fl in (armed, watched):
+                    fl.writeblocks(0, b"\x0f" * 64, 0)
+                watched.watch = lambda o, where, buf, fl=watched, c=copies, p=partial, s=seed: c.append(
+                    fl.cut_copy(o, where, buf, p, s))
+                armed.arm(1, partial, seed)
+                if op == "p":
+                    raises(PowerCut, armed.writeblocks, 1, b"\x00\x11\x22\x33\x44\x55", 7)
+                    watched.writeblocks(1, b"\x00\x11\x22\x33\x44\x55", 7)
+                else:
+                    raises(PowerCut, armed.ioctl, 6, 0)
+                    watched.ioctl(6, 0)
+                assert len(copies) == 1
+                assert copies[0].data == armed.data, (seed, partial, op)
+                if op == "p":   # and the watched flash itself went on uncut
+                    assert read(watched, 64 + 7, 6) == b"\x00\x11\x22\x33\x44\x55"
+                else:
+                    assert read(watched, 0, 64) == b"\xff" * 64
+
+
+def test_watch_sees_each_program_and_erase_before_it_lands():
+    fl = NorFlash(2, block_size=64)
+    seen = []
+    fl.watch = lambda op, where, buf: seen.append((op, where, bytes(buf) if buf else None, read(fl, 70, 1)))
+    fl.writeblocks(1, b"\x01", 6)
+    fl.ioctl(6, 1)
+    assert seen == [("p", 70, b"\x01", b"\xff"), ("e", 1, None, b"\x01")]

@@ -384,24 +384,32 @@ def test_MQTT_4_6_0_3_pubrecs_go_in_the_order_the_publishes_arrived():
     eq(out(s), [P.Pubrec(4), P.Pubrec(2)])
 
 
-def test_MQTT_4_3_3_2_inbound_qos2_is_delivered_exactly_once_on_pubrel():
+def test_MQTT_4_3_3_2_inbound_qos2_is_delivered_once_and_its_id_kept_until_pubrel():
+    # §4.3.3 method B: delivered on arrival, then only the packet id is kept until PUBREL
     s = session()
     log = events(s)
     recv(s, P.Publish("q", b"once", 2, packet_id=5))
+    eq(log, [("msg", b"q", b"once", 2)])
     eq(out(s), [P.Pubrec(5)])
-    eq(log, [])
     recv(s, P.Publish("q", b"once", 2, dup=True, packet_id=5))  # a repeat before PUBREL
     eq(out(s), [P.Pubrec(5)])
-    eq(log, [])
+    eq(len(log), 1)  # answered, never delivered twice
     recv(s, P.Pubrel(5))
-    eq(log, [("msg", b"q", b"once", 2)])
     eq(out(s), [P.Pubcomp(5)])
     recv(s, P.Pubrel(5))  # PUBREL again: answer, deliver nothing
     eq(out(s), [P.Pubcomp(5)])
     eq(len(log), 1)
     recv(s, P.Publish("q", b"next", 2, packet_id=5))  # after PUBCOMP the id is new
-    recv(s, P.Pubrel(5))
     eq(log[-1], ("msg", b"q", b"next", 2))
+
+
+def test_a_retained_qos2_message_is_delivered_with_its_retain_flag():
+    s = session()
+    flags = []
+    s.on_message = lambda t, m, f: flags.append(f)
+    recv(s, P.Publish("q", b"kept", 2, retain=True, packet_id=8))
+    recv(s, P.Pubrel(8))
+    eq([f & 1 for f in flags], [1])
 
 
 def test_MQTT_3_3_2_2_a_received_topic_is_checked_even_after_a_good_one():
@@ -435,10 +443,62 @@ def test_an_unexpected_pubrel_is_answered_with_pubcomp():
     eq(log, [])
 
 
-def test_MQTT_4_8_0_2_an_inbound_qos2_the_client_cannot_hold_closes_the_connection():
+def test_any_number_of_unreleased_inbound_qos2_messages_is_taken():
+    # MQTT 3.1.1 sets no limit on a broker's QoS 2 window: 40 unreleased messages (more
+    # than max_inflight, more than the id table) are each delivered once and released
     s = session(max_inflight=1, queue_size=1)
-    recv(s, P.Publish("q", b"1", 2, packet_id=1))
-    raises(ProtocolError, recv, s, P.Publish("q", b"2", 2, packet_id=2))
+    log = events(s)
+    for pid in range(1, 41):
+        recv(s, P.Publish("q", b"%d" % pid, 2, packet_id=pid))
+        eq(out(s), [P.Pubrec(pid)])
+    for pid in range(1, 41):  # the broker repeats them all (as after a lost PUBREC)
+        recv(s, P.Publish("q", b"%d" % pid, 2, dup=True, packet_id=pid))
+        eq(out(s), [P.Pubrec(pid)])
+    eq(len(log), 40)
+    for pid in range(40, 0, -1):
+        recv(s, P.Pubrel(pid))
+        eq(out(s), [P.Pubcomp(pid)])
+    recv(s, P.Publish("q", b"again", 2, packet_id=33))  # released: a new message
+    eq(len(log), 41)
+
+
+def test_a_burst_of_qos1_publishes_is_taken_while_the_acks_wait():
+    # 40 QoS 1 PUBLISHes in one read: room() turns false before the acks' ring is full,
+    # and taking packets only while it is true (as the I/O loops do) refuses none
+    s = session(max_inflight=2, queue_size=2, max_subscriptions=1)
+    log = events(s)
+    data = b"".join(P.Publish("a", b"%d" % i, 1, packet_id=i + 1).encode() for i in range(40))
+    i = 0
+    acks = []
+    while i < len(data):
+        while i < len(data) and s.room():
+            i = s.feed(data, i, len(data), 0)
+            if s.reader.ready:
+                s.handle(0)
+        acks += out(s)
+    eq(len(log), 40)
+    eq(acks, [P.Puback(i + 1) for i in range(40)])
+
+
+def test_MQTT_3_8_4_5_a_suback_with_more_return_codes_than_filters_is_refused():
+    s = session()
+    pid = s.subscribe(b"a", 1)
+    out(s)
+    e = raises(ProtocolError, recv, s, P.Suback(pid, [1, 1]))
+    assert "MQTT-3.8.4-5" in str(e), str(e)
+
+
+def test_a_packet_stopped_half_way_is_a_dead_link_even_without_keepalive():
+    s = session(connect_timeout=2000)
+    s.receive(b"\x30\x10\x00\x01a", 1000)  # 5 of a PUBLISH's 18 bytes
+    eq(s.tick(2000), 1000)
+    e = raises(MQTTException, s.tick, 3000)
+    assert "half-way" in str(e), str(e)
+
+
+def test_waiting_for_the_next_packet_has_no_deadline_without_keepalive():
+    s = session()
+    eq(s.tick(10 ** 6), 60000)  # no keepalive, no packet begun: nothing is due
 
 
 def test_a_failing_callback_withdraws_the_ack_so_the_broker_redelivers():

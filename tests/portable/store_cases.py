@@ -3,18 +3,22 @@
 #
 # The sweep plays one scripted workload — QoS 1 and 2 publishes while offline and
 # online, PUBACK, PUBREC/PUBREL/PUBCOMP, inbound QoS 2, restarts, enough traffic to
-# wrap the ring and move live records — and cuts the power at every flash
+# wrap the ring and move live records — and cuts the power at every 3rd flash
 # operation, once leaving the operation half done and once not. After each cut the
 # store is mounted again and must hold every message whose publish() returned and
 # that was not acknowledged, nothing acknowledged, no corrupt record, in order;
-# then it must still work.
+# then it must still work. host/cutsweep.py sweeps every operation of a longer
+# workload with a modelled broker, by forking instead of replaying (the last tests
+# here run it short; bench/store.py --sweep runs it at full size).
 import gc
 import sys
 
 try:
     from fleetwire.host.norflash import NorFlash, PowerCut
+    from fleetwire.host import cutsweep
 except ImportError:  # MicroPython: host code is not in the board tree
     from norflash import NorFlash, PowerCut
+    import cutsweep
 from fleetwire.ringstore import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.ramstore import RamStore
@@ -185,7 +189,7 @@ def one_round(run, i, j, scale):
 _dirs = [0]
 
 
-def new_flash(kind="ring"):
+def new_flash(kind="ring", file_blocks=24):
     """A fresh medium: a 4-block raw flash for the ring store; for the file store,
     LittleFS on a 24-block flash (MicroPython), or a new directory (CPython)."""
     if kind == "ring":
@@ -194,7 +198,7 @@ def new_flash(kind="ring"):
         import tempfile
         return tempfile.mkdtemp()
     import vfs
-    f = NorFlash(24, block_size=512)
+    f = NorFlash(file_blocks, block_size=512)
     vfs.VfsLfs2.mkfs(f)
     return f
 
@@ -344,11 +348,12 @@ def test_the_workload_wraps_the_ring_and_moves_live_records():
 
 
 def test_every_power_cut_of_the_workload_loses_nothing():
-    # Every operation on CPython (three rounds of the workload); every 3rd operation of
-    # two rounds on MicroPython, whose interpreter is slower.
-    n = sweep(3, rounds=2) if MP else sweep(1, rounds=3)
+    # Every 3rd operation of two rounds, each cut replayed from a fresh flash (a check
+    # of the store itself, independent of the forked sweep below, which covers every
+    # operation at a fraction of the cost)
+    n = sweep(3, rounds=2)
     print("cut points tried:", n)
-    assert n > (300 if MP else 2000)
+    assert n > 300
 
 
 def test_every_power_cut_of_the_file_store_on_littlefs_loses_nothing():
@@ -357,6 +362,34 @@ def test_every_power_cut_of_the_file_store_on_littlefs_loses_nothing():
     n = sweep(3, "file", 1, 4)
     print("cut points tried (file store):", n)
     assert n > 150
+
+
+def check_forked_sweep(sw, at_least):
+    # lost, resurrected, reordered and failed recoveries nowhere; a QoS 2 message twice
+    # only where the session delivers an inbound message before the store keeps its id
+    # (session.py, _on_publish: a cut there redelivers it after the reset; firmware/STORE.md)
+    sw.run()
+    assert sw.cuts() >= at_least, sw.cuts()
+    for phase, row in sw.tally.items():
+        lost, resurrected, duplicated, again, reordered, errors = row[1:]
+        assert not (lost or resurrected or reordered or errors), (phase, row, sw.errors[:3])
+        assert not duplicated or phase.startswith("in_publish:"), (phase, row, sw.errors[:3])
+    assert "restore: move: copy" in sw.tally or sw.kind != "ring", "no cut hit a move the mount finishes"
+    assert sw.replay() == [], "a fork and a plain replay of the same cut disagree"
+
+
+def test_a_cut_at_every_flash_operation_of_a_device_and_its_broker_loses_nothing():
+    # host/cutsweep.py, which bench/store.py --sweep runs at full size (over 10,000 cut
+    # points per store): every operation of six rounds on CPython (about 3,000 cut
+    # points), every 2nd of three rounds on MicroPython
+    check_forked_sweep(cutsweep.Sweep("ring", rounds=3 if MP else 6, nshards=2 if MP else 1, samples=3),
+                       700 if MP else 2500)
+
+
+def test_a_cut_at_every_flash_operation_of_the_file_store_on_littlefs_loses_nothing():
+    if not MP:
+        return   # LittleFS is MicroPython's
+    check_forked_sweep(cutsweep.Sweep("file", rounds=1, nshards=4, samples=2, nested=False), 200)
 
 
 def restored(f, kind, clean=False):
@@ -438,18 +471,42 @@ def check_inbound_qos2_survives_a_restart_and_is_delivered_once(kind):
     run.mount()
     run.connect()
     run.inbound(7, 77)
-    assert run.delivered == {}
+    assert run.delivered == {7: 1}    # delivered on arrival; its id is kept until PUBREL
     run.mount()                       # restart before PUBREL
     run.connect()
     run.s.receive(inbound_publish(77, 7), 0)   # the broker repeats it: not delivered
-    assert run.delivered == {}
-    run.release(7, 77)
     assert run.delivered == {7: 1}
+    run.release(7, 77)
     run.mount()
     run.connect()
     run.release(7, 77)                # a repeated PUBREL: PUBCOMP only
     assert run.delivered == {7: 1}
+    run.inbound(8, 77)                # released: the id is free for a new message
+    assert run.delivered == {7: 1, 8: 1}
 
+
+
+def check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart(kind):
+    # more than the session's id table (32): the rest are kept in its bitmap and on flash
+    f = new_flash(kind, file_blocks=64)   # a file a record: room for 40 of them
+    run = Run(f, kind)
+    run.mount()
+    run.connect()
+    for j in range(40):
+        run.inbound(j, 101 + j)
+    run.mount()                       # restart: every id comes back
+    run.connect()
+    for j in range(40):               # the broker repeats them all: none delivered again
+        run.s.receive(inbound_publish(101 + j, j), 0)
+        packets_out(run.s)
+    assert run.delivered == {j: 1 for j in range(40)}
+    for j in range(40):
+        run.release(j, 101 + j)
+    run.mount()                       # released: nothing comes back
+    assert not run.s._rx_has(101) and not run.s._rx_has(140)
+    run.connect()
+    run.inbound(99, 140)
+    assert run.delivered[99] == 1
 
 
 # The same promises from both stores.
@@ -491,6 +548,14 @@ def test_ring_store_inbound_qos2_survives_a_restart_and_is_delivered_once():
 
 def test_file_store_inbound_qos2_survives_a_restart_and_is_delivered_once():
     check_inbound_qos2_survives_a_restart_and_is_delivered_once("file")
+
+
+def test_ring_store_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart():
+    check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart("ring")
+
+
+def test_file_store_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart():
+    check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart("file")
 
 
 def test_ram_store_keeps_copies_in_order_and_reports_full():

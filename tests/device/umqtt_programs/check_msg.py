@@ -4,6 +4,7 @@ import time
 from umqtt.simple import MQTTClient
 
 server, port, topic = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+user, password = (sys.argv[4:6] + [None, None])[:2]  # a login, if the broker wants one
 got = []
 
 
@@ -11,7 +12,7 @@ def sub_cb(topic, msg):
     got.append((topic, msg))
 
 
-c = MQTTClient(b"umqtt-check", server, port)
+c = MQTTClient(b"umqtt-check", server, port, user, password)
 c.set_callback(sub_cb)
 c.connect()
 c.subscribe(topic.encode())
