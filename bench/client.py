@@ -32,9 +32,10 @@ DEVICE = os.path.join(HERE, "client_device.py")
 
 
 def compile_mpy(src, out_dir, name):
-    """Compile src with mpy-cross into out_dir/NAME.mpy (recorded as NAME.py); stop the
-    bench with mpy-cross's message if it fails."""
-    r = subprocess.run([build.mpy_cross_command(), "-o", os.path.join(out_dir, name + ".mpy"),
+    """Compile src with mpy-cross into out_dir/NAME.mpy (recorded as NAME.py), with -O3 as
+    `fleetwire build --mpy` compiles fleetwire (the same settings for every client in the
+    bench); stop the bench with mpy-cross's message if it fails."""
+    r = subprocess.run([build.mpy_cross_command(), "-O3", "-o", os.path.join(out_dir, name + ".mpy"),
                         "-s", name + ".py", src], capture_output=True, text=True)
     if r.returncode:
         sys.exit(r.stderr)
@@ -71,7 +72,7 @@ class Counter:
         self.lock = threading.Lock()
         self.sock = socket.create_connection((broker.host, broker.port))
         buf = bytearray(256)
-        k = wire.pack_connect(buf, "bench-counter-%d" % os.getpid(), True, 0)
+        k = wire.pack_connect(buf, b"bench-counter-%d" % os.getpid(), True, 0)
         k = k + wire.pack_subscribe(memoryview(buf)[k:], 1, ((b"bench/out", 0),))
         self.sock.sendall(bytes(buf[:k]))
         self.reader = PacketReader(4096)

@@ -5,10 +5,13 @@ MicroPython unix port, and bytes allocated per operation on MicroPython. Prints 
 
 The measuring script is bench/codec_device.py, run unchanged by both interpreters;
 MicroPython runs it against a freshly built .mpy board tree (`fleetwire build --mpy`).
-  encode      the device path: wire.pack_* into one preallocated bytearray
+  encode      the device path: wire.pack_* (PUBLISH: wire.put_publish, as the session
+              sends) into one preallocated bytearray
   decode      the device path: PacketReader.feed of the whole packet + the wire body
               reader (publish_fields, ack_id); CONNECT and SUBSCRIBE have no wire
               reader (a server decodes them), so their row is framing only
+  check       the receive-side topic checks: wire.check_pub_topic, check_utf8,
+              check_name, check_filter on a 26-byte topic (ASCII, or with 2-byte characters)
   obj-encode  packets.<Type>(...).encode() -> bytes
   obj-decode  PacketReader.feed + packets.decode -> a packet object
 Rates are wall-clock (time.ticks_us on MicroPython, time.perf_counter on CPython) and
@@ -26,7 +29,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from fleetwire.host import build, micropython  # noqa: E402
 
 DEVICE = os.path.join(HERE, "codec_device.py")
-ORDER = ["encode", "decode", "obj-encode", "obj-decode"]
+ORDER = ["encode", "decode", "check", "obj-encode", "obj-decode"]
 
 
 def parse(out):

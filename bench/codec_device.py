@@ -3,8 +3,10 @@
 #   micropython codec_device.py [SECONDS_PER_ROW]
 # Prints one line per measurement: "ROW <set> <op> <packets/s> <bytes allocated/op>"
 # (bytes are -1 on CPython, which has no gc.mem_alloc), then "DONE".
-# encode/decode = the device path: wire packers into one preallocated buffer, and
-# PacketReader.feed + the wire body readers. obj-encode/obj-decode = packets.py objects.
+# encode/decode = the device path: wire packers into one preallocated buffer (PUBLISH:
+# wire.put_publish, as the session sends), and PacketReader.feed + the wire body readers.
+# check = the receive-side checks of a topic (26 bytes: ASCII, or with 2-byte characters).
+# obj-encode/obj-decode = packets.py objects.
 import sys
 import gc
 
@@ -44,9 +46,7 @@ def enc_connect():
 
 
 def enc_pub(payload, qos):
-    if qos:
-        return lambda: wire.pack_publish(buf, TOPIC, payload, qos, False, False, 4242)
-    return lambda: wire.pack_publish(buf, TOPIC, payload, 0)
+    return lambda: wire.put_publish(buf, TOPIC, payload, qos, False, False, 4242 if qos else 0)
 
 
 def enc_puback():
@@ -111,6 +111,14 @@ def obj_decode(data):
     return f
 
 
+TOPIC_U8 = "fleet/gerät-1/températur".encode()  # 26 bytes, 2 of them 2-byte characters
+
+
+def chk(f, t):
+    n = len(t)
+    return lambda: f(t, 0, n)
+
+
 # The same packets as objects (strings as str, as decode gives them back).
 T = TOPIC.decode()
 OBJ = {
@@ -138,6 +146,14 @@ CASES = [
     ("decode", "PUBLISH 1KB QoS1", dec_publish(PKT["PUBLISH 1KB QoS1"])),
     ("decode", "PUBACK", dec_puback(PKT["PUBACK"])),
     ("decode", "SUBSCRIBE", framed(PKT["SUBSCRIBE"])),  # likewise SUBSCRIBE
+]
+CASES += [
+    ("check", "pub_topic ascii", chk(wire.check_pub_topic, TOPIC)),
+    ("check", "pub_topic utf8", chk(wire.check_pub_topic, TOPIC_U8)),
+    ("check", "utf8 ascii", chk(wire.check_utf8, TOPIC)),
+    ("check", "utf8 utf8", chk(wire.check_utf8, TOPIC_U8)),
+    ("check", "name ascii", lambda: wire.check_name(TOPIC)),
+    ("check", "filter ascii", lambda: wire.check_filter(FILTERS[0][0])),
 ]
 for name in ("CONNECT", "PUBLISH 64B QoS0", "PUBLISH 64B QoS1", "PUBLISH 1KB QoS0",
              "PUBLISH 1KB QoS1", "PUBACK", "SUBSCRIBE"):

@@ -22,18 +22,18 @@ if kind == "file":
 # RAM of the store: a session with it, less the same session without one
 gc.collect()
 heap0 = gc.mem_alloc()
-s = Session(b"bench", 0, False, outstanding, outstanding, 1100, 1)
+s = Session(b"bench", 0, False, max_inflight=outstanding, queue_size=outstanding, max_packet=1100, max_subscriptions=1)
 gc.collect()
 plain = gc.mem_alloc() - heap0
 s = None
 gc.collect()
 heap0 = gc.mem_alloc()
 store = RingStore(flash) if kind == "ring" else FileStore("/st/q", max_files=10000)
-s = Session(b"bench", 0, False, outstanding, outstanding, 1100, 1, store=store)
+s = Session(b"bench", 0, False, max_inflight=outstanding, queue_size=outstanding, max_packet=1100, max_subscriptions=1, store=store)
 gc.collect()
 ram = gc.mem_alloc() - heap0 - plain
 s.start(0)
-s.pack_next(0)
+s.pack(0)
 s.receive(b"\x20\x02\x01\x00", 0)
 ackb = bytearray(4)
 topic = b"fleet/bench-device/telemetry"
@@ -55,7 +55,7 @@ for i in range(warm + n):
         a0 = gc.mem_alloc()
         t0 = time.ticks_us()
     s.publish(topic, msg, 1)
-    k = s.pack_next(0)
+    k = s.pack(0)
     pids.append(s._pid[s._infl_tail])
     if len(pids) >= outstanding:
         wire.pack_ack(ackb, wire.PUBACK, pids.pop(0))

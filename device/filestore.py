@@ -14,7 +14,7 @@ from binascii import crc32
 from struct import pack_into
 
 from .codec import wire
-from .session import StoreFull, SENT, REL, DONE
+from .store import StoreFull, UNSENT, AWAIT_REC, LIVE
 
 _HDR = 12
 _OUT = 0xA5
@@ -86,7 +86,7 @@ class FileStore:
         ins.sort()
         self.window = []
         for seq, c, pid, first in window:
-            st = 0xFF & ~SENT & (~REL if c == "r" else 0xFF)
+            st = 0xFF & ~UNSENT & (~AWAIT_REC if c == "r" else 0xFF)
             self.window.append((seq, pid, st, seq, first))
         self.inbound = []
         for seq in ins:
@@ -193,8 +193,8 @@ class FileStore:
                 return n
         raise OSError("stored record %d is missing" % seq)
 
-    def mark(self, seq, bit):
-        if bit == DONE:
+    def end(self, seq, bit):
+        if bit == LIVE:
             for c in "srqi":
                 try:
                     os.remove(self._name(c, seq))
@@ -202,7 +202,7 @@ class FileStore:
                     return
                 except OSError:
                     pass
-        elif bit == SENT:
+        elif bit == UNSENT:
             os.rename(self._name("q", seq), self._name("s", seq))
             if seq == self._cur:
                 self.backlog -= 1
@@ -211,14 +211,14 @@ class FileStore:
                     self._cur += 1   # an inbound record took this number
                 if self.backlog:
                     self.pk_pid = self._buf[4] | self._buf[5] << 8
-        elif bit == REL:
+        elif bit == AWAIT_REC:
             os.rename(self._name("s", seq), self._name("r", seq))
 
     def forget_inbound(self, pid):
         """The inbound record of pid is done (the session no longer holds its handle)."""
         for name in _names(self.dir):
             if name[:1] == "i" and self._read(self.dir + "/" + name) >= 0 and self._buf[4] | self._buf[5] << 8 == pid:
-                self.mark(int(name[1:], 16), DONE)
+                self.end(int(name[1:], 16), LIVE)
                 return
 
     def message(self, seq):

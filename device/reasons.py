@@ -1,4 +1,4 @@
-# The texts of the client's errors, loaded only when one is raised (session.say formats
+# The texts of the client's errors, loaded only when one is raised (errors.say formats
 # them with the codec's reasons.text(), in the codec's table format): on a board a message
 # held by a loaded module costs RAM all the time, about 80 bytes each on the 64-bit
 # unix port. One line per error: key, rule ("." for none), message; "%T" prints a

@@ -26,7 +26,7 @@ except ImportError:
     from .cpython import const
 
 from .codec import wire
-from .session import StoreFull, SENT, REL, DONE  # noqa: F401  (REL: for users of mark)
+from .store import StoreFull, UNSENT, AWAIT_REC, LIVE  # noqa: F401  (AWAIT_REC: for users of end)
 
 _HDR = const(12)
 _BHDR = const(16)
@@ -126,10 +126,10 @@ class RingStore:
                         self.last_pid = _u16(hb, 4)
                 a = b * self.bs + off
                 off += _rlen(n)
-                if not st & DONE:
+                if not st & LIVE:
                     continue
                 self._live[b] += 1
-                if m == _IN or not st & SENT:
+                if m == _IN or not st & UNSENT:
                     movable.append([seq, a, m, st, _u16(hb, 4), self._buf[_HDR]])
                 else:
                     if self._cur < 0:
@@ -145,7 +145,7 @@ class RingStore:
         for k in range(len(movable)):
             r = movable[k]
             if k + 1 < len(movable) and movable[k + 1][0] == r[0]:
-                self._set(r[1], DONE)
+                self._set(r[1], LIVE)
                 self._live[r[1] // self.bs] -= 1
             else:
                 keep.append(r)
@@ -220,8 +220,8 @@ class RingStore:
             while off >= 0:
                 hb = self._hb
                 n = _rlen(_u16(hb, 2))
-                if hb[0] == _IN and hb[1] & DONE and _u16(hb, 4) == pid:
-                    self.mark(b * self.bs + off, DONE)
+                if hb[0] == _IN and hb[1] & LIVE and _u16(hb, 4) == pid:
+                    self.end(b * self.bs + off, LIVE)
                     return
                 off = self._next_record(b, off + n)
 
@@ -244,12 +244,12 @@ class RingStore:
         self.dev.readblocks(a // bs, memoryview(buf)[:n], a % bs + _HDR)
         return n
 
-    def mark(self, a, bit):
-        """Clear a state bit (SENT, REL, DONE) of the record at a."""
+    def end(self, a, bit):
+        """The state bit names (UNSENT, AWAIT_REC, LIVE) is over for the record at a: clear it."""
         self._set(a, bit)
-        if bit == DONE:
+        if bit == LIVE:
             self._live[a // self.bs] -= 1
-        elif bit == SENT and a == self._cur:
+        elif bit == UNSENT and a == self._cur:
             self.backlog -= 1
             self._peek_from(a)
 
@@ -356,8 +356,8 @@ class RingStore:
         while off >= 0:
             st = self._hb[1]
             n = _rlen(_u16(self._hb, 2))
-            if st & DONE:
-                if self._hb[0] == _OUT and st & SENT:
+            if st & LIVE:
+                if self._hb[0] == _OUT and st & UNSENT:
                     return -1
                 total += n
             off = self._next_record(b, off + n)
@@ -368,14 +368,14 @@ class RingStore:
         while off >= 0:
             st = self._hb[1]
             n = _rlen(_u16(self._hb, 2))
-            if st & DONE:
+            if st & LIVE:
                 rec = self._mv[:n]
                 self.dev.readblocks(b, rec, off)
                 new = self._head * self.bs + self._wp
                 self.dev.writeblocks(self._head, rec, self._wp)
                 self._wp += n
                 self._live[self._head] += 1
-                self._set(b * self.bs + off, DONE)
+                self._set(b * self.bs + off, LIVE)
                 self._live[b] -= 1
                 self.on_move(b * self.bs + off, new)
             off = self._next_record(b, off + n)
@@ -418,7 +418,7 @@ class RingStore:
             off = self._next_record(b, off)
             while off >= 0:
                 st = self._hb[1]
-                if self._hb[0] == _OUT and st & SENT and st & DONE:
+                if self._hb[0] == _OUT and st & UNSENT and st & LIVE:
                     self._cur = b * self.bs + off
                     self.pk_pid = _u16(self._hb, 4)
                     return

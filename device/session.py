@@ -1,11 +1,46 @@
-# The sans-IO MQTT session (Paho's ClientState, sized for a microcontroller).
-# Bytes and time go in (feed, tick), bytes to write come out (pack_next into
-# self.tx; pack_qos0 for a QoS 0 message nothing waits ahead of), and the
-# application hears of events through the on_* attributes.
-# It never touches a socket or a clock, so tests drive it with scripted bytes and
-# a fake clock. Every table is a fixed-size list allocated here, once.
-# Errors are raised with say(key, ...): their texts are in reasons.py, read only
-# when an error happens, so they cost a board no RAM until then.
+# fleetwire's MQTT 3.1.1 session, sans-IO (Paho's ClientState, sized for a board): bytes
+# and time go in, bytes to write and events come out. It never touches a socket or a
+# clock, so the blocking client (client.py), the asyncio one (aio.py) and the tests'
+# scripted brokers all drive this one core. Every table is allocated here, once.
+#
+# How an I/O loop drives it:
+#   start(now) -> n        CONNECT packed into tx[:n] (what MQTT refuses raises ValueError
+#                          here, before the loop opens anything); write it first
+#   rx() / received(n, now)  the buffer to read into / n bytes went into it: every whole
+#                          packet is acted on while room() holds (room for its ack)
+#   pack(now)              the next packet due, packed into tx (0: none); once it is
+#                          written, last_out = now (keepalive counts from it)
+#   tick(now)              deadlines -> ms until the next one; raises on a dead link
+#   lost(now, why)         the transport is gone -> ms to wait before reconnecting by
+#                          itself (reconnect=True), or the reason is raised
+#
+# The connection, by what is true now:
+#   DISCONNECTED  no transport                    -> start(): CONNECTING
+#   CONNECTING    CONNECT is out, no CONNACK yet  -> CONNACK 0: CONNECTED; a refusal:
+#                                                    DISCONNECTED, ConnectRefused raised
+#   CONNECTED     the broker accepted the session -> disconnect(): CLOSING
+#   CLOSING       DISCONNECT is due, nothing else -> DISCONNECT packed: DISCONNECTED
+#   lost() takes any of them to DISCONNECTED.
+#
+# An outbound message lives in a slot of a ring, in the order publish() took it:
+#   QUEUED    accepted, never written     -> written: WRITTEN (QoS 1/2), free (QoS 0)
+#   WRITTEN   awaiting PUBACK / PUBREC    -> PUBACK: free; PUBREC: RECEIVED (qos2.py)
+#   RECEIVED  QoS 2: the broker has it (PUBREC came); PUBREL due or written, awaiting
+#             PUBCOMP                     -> PUBCOMP: free
+#   After a CONNACK, WRITTEN and RECEIVED slots are discarded (on_discarded) on a clean
+#   session and written again on a kept one (RESEND: PUBLISH with DUP, or PUBREL once
+#   RECEIVED, MQTT-4.3.3-1); QUEUED ones wait either way. At most max_inflight slots are
+#   WRITTEN or RECEIVED (the window). The cursor (_c) is the first slot not yet written;
+#   the head (_h) the oldest in use. Slots complete out of order, so a ring full of gaps
+#   is closed up (_compact) before the queue is called full. With a store, QoS 1/2
+#   messages wait in it (flash) and take a slot when the window does; the slot then holds
+#   the record's handle (_t is None, _m the handle).
+#
+# Features a program may not use live in modules loaded by the call that needs them,
+# never by a packet's arrival: qos2.py (publish or subscribe at QoS 2, a persistent
+# session, a store), store.py (store=), reconnect.py (reconnect=True), renew.py (a
+# connection after the first, or a store's restored messages). Errors are worded
+# by errors.say() from reasons.py, read only when one happens.
 try:
     from micropython import const
     from time import ticks_diff
@@ -13,1023 +48,679 @@ except ImportError:
     from .cpython import const, ticks_diff
 
 from .codec import wire
-from .codec.errors import CodecError
-from .codec.stream import PacketReader
-from .codec.topics import check_filter, check_name
+from .codec.wire import CodecError
+from .codec.wire import check_filter, check_name
+from .errors import MQTTException, ConnectRefused, QueueFull, ProtocolError, say
 
-# connection states
+# errors, by their line in reasons.TEXT (a number costs a board no interned name)
+_ACKS_FULL = const(28)
+_FIRST_PKT = const(21)
+_HALF_PKT = const(24)
+_INFLIGHT_Q = const(1)
+_MALFORMED = const(20)
+_NO_CONNACK = const(17)
+_NO_PID = const(7)
+_NO_PONG = const(18)
+_PONG_BODY = const(22)
+_PW_NO_USER = const(2)
+_QOS = const(3)
+_QUEUE_FULL = const(6)
+_REFUSED = const(15)
+_STALLED = const(19)
+_STRAY_ACK = const(27)
+_SUBACK_CNT = const(26)
+_SUBS_FULL = const(8)
+_TOO_BIG = const(5)
+_UNEXPECTED = const(23)
+_WILL_TOPIC = const(4)
+
+# packet types (the codec's wire.CONNACK..., as constants of this module: no lookups)
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBREC = const(5)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
+_SUBSCRIBE = const(8)
+_SUBACK = const(9)
+_UNSUBSCRIBE = const(10)
+_UNSUBACK = const(11)
+_PINGREQ = const(12)
+_PINGRESP = const(13)
+_DISCONNECT = const(14)
+
 DISCONNECTED = const(0)
-CONNECTING = const(1)    # CONNECT queued or sent, no CONNACK yet
+CONNECTING = const(1)
 CONNECTED = const(2)
-DISCONNECTING = const(3)  # DISCONNECT queued
+CLOSING = const(3)
 
-# outbound message slot flags (low two bits: QoS)
+# a slot's flags: QoS (bits 0-1), retain, and its state
 _RETAIN = const(4)
-_SENT = const(8)      # written at least once: a resend carries DUP=1
-_REL = const(16)      # PUBREC received: only PUBREL may be sent from now on (MQTT-4.3.3-1)
-_RESEND = const(32)   # to be written again after a reconnect
+_QUEUED = const(8)
+_WRITTEN = const(16)
+_RECEIVED = const(24)
+_STATE = const(24)
+_RESEND = const(32)  # WRITTEN or RECEIVED, to be written again on this connection
 
-# subscription entry states
-_S_FREE = const(0)
-_S_SUB = const(1)      # SUBSCRIBE to be written
-_S_SUBACK = const(2)   # SUBSCRIBE written, awaiting SUBACK
-_S_ACTIVE = const(3)
-_S_UNSUB = const(4)    # UNSUBSCRIBE to be written
-_S_UNSUBACK = const(5)
-
-# state bits of a stored record, cleared (flash can only clear bits) as it progresses
-SENT = const(1)    # written to the connection at least once
-REL = const(2)     # PUBREC received: only PUBREL is sent from now on
-DONE = const(4)    # complete: the record is dead
+# a subscription's state: ACTIVE + the QoS granted once SUBACK came; a refused one keeps
+# SUBACK's 0x80 (sub_result tells it) until the entry is reused
+_S_SUB = const(1)  # SUBSCRIBE due
+_S_SUBACK = const(2)  # SUBSCRIBE written, awaiting SUBACK
+_S_UNSUB = const(3)  # UNSUBSCRIBE due
+_S_UNSUBACK = const(4)
+_S_ACTIVE = const(5)
 
 _DELTA = const(100)  # ms of slack on keepalive checks, as Paho
-_RX2 = const(32)     # inbound QoS 2 packet ids kept in the table before the bitmap
-_NIL = const(-1)
-
-
-class MQTTException(Exception):
-    """Base of fleetwire's errors; the message says what happened and what to do."""
-
-
-class ConnectRefused(MQTTException):
-    """CONNACK refused the connection. args = (return code, reason): args[0] is the
-    code, as umqtt.simple's MQTTException carries it."""
-
-    def __init__(self, code):
-        from .codec.reasons import CONNACK_REASONS
-        super().__init__(code, CONNACK_REASONS[code])
-
-    @property
-    def code(self):
-        return self.args[0]
-
-    @property
-    def reason(self):
-        return self.args[1]
-
-    def __str__(self):
-        return say("refused", self.args[1], self.args[0])
-
-
-class QueueFull(MQTTException):
-    pass
-
-
-class StoreFull(MQTTException):
-    """The message store has no room; what it holds is kept. Connect, or publish less."""
-
-
-class SessionTakenOver(MQTTException):
-    """The broker keeps closing the connection right after accepting it: another
-    client is using the same client id. Client ids must be unique per device."""
-
-    def __init__(self, kicks, client_id):
-        super().__init__(say("taken_over", kicks, client_id))
-
-
-class ProtocolError(MQTTException):
-    """The broker broke MQTT 3.1.1; the connection is closed."""
+_PING_DUE = const(-2)  # _ping_at: a PINGREQ is due (-1: none out; else when it was written)
 
 
 class Session:
-    def __init__(self, client_id, keepalive=0, clean_session=True, max_inflight=10,
-                 queue_size=16, max_packet=1024, max_subscriptions=8, drop_oldest=False,
-                 connect_timeout=10000, store=None):
+    # What most sessions never change is the class's, not each instance's (a board pays
+    # for every instance attribute): the callbacks and events, all optional, are
+    # cb(topic, msg), on_connect(session_present), on_disconnect(reason),
+    # on_delivered(pid), on_discarded(topic, msg, qos), on_reconnect(attempt, delay_ms).
+    cb = on_connect = on_disconnect = on_delivered = on_discarded = on_reconnect = None
+    will = None  # (topic, msg, qos, retain)
+    store = _q2 = _rc = _rn = None  # the store, and the feature modules once loaded
+    retained = False  # the message being delivered: its retain flag and QoS
+    qos = dropped = 0
+    drop_oldest = reconnect = False
+
+    def __init__(self, client_id, keepalive=0, clean_session=True, user=None, password=None, *,
+                 max_inflight=10, queue_size=16, max_packet=1024, max_subscriptions=8, drop_oldest=False,
+                 timeout=10, reconnect=False, backoff_min=1, backoff_max=128, takeover_kicks=3, store=None):
         if max_inflight < 1 or queue_size < max_inflight:
-            raise ValueError(say("inflight_q"))
-        # With a store, QoS 1/2 messages live in it (flash) from publish() until
-        # complete; RAM holds only the in-flight window's index and QoS 0 messages.
-        self.store = store
-        if store:
-            store.open(max_packet, self._moved)
-        self.client_id = client_id
+            raise ValueError(say(_INFLIGHT_Q))
+        if password is not None and user is None:
+            raise ValueError(say(_PW_NO_USER))
+        self.client_id = _bytes(client_id)
+        self.username = _bytes(user)
+        self.password = _bytes(password)
         self.keepalive = keepalive
         self.clean_session = clean_session
         self.max_inflight = max_inflight
-        self.drop_oldest = drop_oldest
-        self.connect_timeout = connect_timeout
-        self.will = None          # (topic, msg, qos, retain) or None
-        self.username = None
-        self.password = None
-        self.reader = PacketReader(max_packet)
-        # Handlers read received packets through a view: a slice of it, copied once by
-        # bytes(), is the topic or payload (a slice of the bytearray would copy twice).
-        self._rview = memoryview(self.reader.buf)
+        if drop_oldest:
+            from . import dropold as dr
+
+            self.drop_oldest = True
+            self._dr = dr
+        self.timeout_ms = int(timeout * 1000)
         self.tx = bytearray(max_packet)
-        self._valid_topic = None  # the last bytes topic name check_name() passed
-        self._rx_last = None  # the last received topic name (checked), handed on again
-        # Outbound messages: slots in three singly linked lists (free, pending =
-        # accepted not yet sent, inflight = sent QoS>0 awaiting completion), so
-        # order is kept and every operation is O(1) or O(max_inflight).
-        n = queue_size
-        if store:
-            n += max(max_inflight, len(store.window))
-        self._queue_size = queue_size
-        self._h = [-1] * n    # store handle of the slot's message, -1: held in RAM
-        self._topic = [None] * n
-        self._msg = [None] * n
-        self._flags = bytearray(n)
-        self._pid = [0] * n
-        self._next = [_NIL] * n
-        for i in range(n - 1):
-            self._next[i] = i + 1
-        self._free = 0
-        self._pend_head = self._pend_tail = _NIL
-        self._infl_head = self._infl_tail = _NIL
-        self.pending = 0    # accepted, not yet written
-        self.inflight = 0   # written, awaiting PUBACK / PUBCOMP
-        self._resend = 0    # inflight slots still to write again after a reconnect
-        # Flows (acks, PUBREL, SUBSCRIBE, UNSUBSCRIBE) waiting to be written, in order:
-        # type << 16 | packet id (or subscription index for SUBSCRIBE/UNSUBSCRIBE).
-        fn = 2 * max_inflight + max_subscriptions + 4
-        self._flows = [0] * fn
-        self._fhead = 0
-        self._fcount = 0
-        # Inbound QoS 2 (MQTT 3.1.1 §4.3.3, method B): a message is delivered when it
-        # arrives and only its packet id is kept until PUBREL, so a repeat is answered and
-        # never delivered twice. A table of _RX2 ids (with their store handles) holds what a
-        # broker's usual window sends. Past it, ids go into a bitmap of all 65535 ids, in 16
-        # parts of 512 bytes made when first needed and dropped when empty: any number a
-        # conforming broker may send is taken, in at most 8 KB.
-        self._rx_pid = [0] * _RX2
-        self._rx_h = [-1] * _RX2
-        self._rx_bits = None
-        # Subscriptions, kept so they can be made again after a clean reconnect.
+        self._rb = bytearray(max_packet)  # received bytes; packets are handled where they lie
+        self._rmv = memoryview(self._rb)
+        self._rp = self._re = 0  # the unhandled bytes are _rb[_rp:_re]
+        self._pub_topic = None  # the last topic publish() checked (bytes: checked for good)
+        self._rx_topic = None  # the last topic received, handed on again while it repeats
+        n = queue_size + (max_inflight if store is not None else 0)  # the window's stored messages
+        self._t = [None] * n  # topic, or None for a stored message
+        self._m = [None] * n  # payload, or the stored record's handle
+        self._p = [0] * n  # packet id
+        self._f = bytearray(n)  # flags
+        self._h = self._n = self._c = 0  # head; slots in use from it; cursor (offset from it)
+        self._queued = self.inflight = 0
+        # acks, PUBREL, SUBSCRIBE, UNSUBSCRIBE due, in order: type << 16 | packet id (or a
+        # subscription's index). A received packet is taken only while 8 more fit (room()).
+        self._fl = [0] * (max_subscriptions + 8)
+        self._fh = self._fc = 0
         m = max_subscriptions
-        self._sub_topic = [None] * m
-        self._sub_qos = bytearray(m)
-        self._sub_state = bytearray(m)
-        self._sub_pid = [0] * m
+        self._sf = [None] * m  # filter (None: a free entry)
+        self._sq = bytearray(m)  # the QoS asked for
+        self._ss = bytearray(m)  # state, or SUBACK's return code 0x80 (refused)
+        self._sp = [0] * m  # packet id of the SUBSCRIBE / UNSUBSCRIBE
         self._last_pid = 0
         self.state = DISCONNECTED
         self.session_present = False
-        self._connect_sent = False
-        self._ping_due = False
-        self._ping_at = -1   # when the outstanding PINGREQ was written, -1 if none
-        self._rx_at = 0      # when bytes last arrived
-        self.last_in = 0
-        self.last_out = 0
-        self.dropped = 0     # QoS 0 messages dropped by the drop_oldest policy
-        # Event handlers (set by the owner). on_message(topic, msg, first_byte);
-        # on_delivered(pid); on_suback(pid, rc); on_unsuback(pid); on_connack(present);
-        # on_lost(reason); on_discarded(topic, msg, qos) for drop_oldest / clean start.
-        self.on_message = _ignore
-        self.on_delivered = _ignore1
-        self.on_suback = _ignore
-        self.on_unsuback = _ignore1
-        self.on_connack = _ignore1
-        self.on_pingresp = _ignore0
-        self.on_discarded = _ignore
-        if store:
-            self._restore(store)
-
-    def _restore(self, st):
-        # Paho's restoreState: what was sent goes in flight again (PUBREL if PUBREC
-        # came, else PUBLISH with DUP), oldest first; inbound QoS 2 awaits PUBREL.
-        for h, pid, state, _, first in st.window:
-            s = self._free
-            self._free = self._next[s]
-            self._h[s] = h
-            self._pid[s] = pid
-            self._flags[s] = (first >> 1 & 3) | (_RETAIN if first & 1 else 0) | _SENT | (0 if state & REL else _REL)
-            self._append_inflight(s)
-        self.inflight = len(st.window)
-        st.window = None
-        for h, pid, _ in st.inbound:   # delivered, awaiting PUBREL
-            k = self._rx_add(pid)
-            if k >= 0:
-                self._rx_h[k] = h
-        st.inbound = None
-        self._last_pid = st.last_pid
-
-    def _moved(self, old, new):
-        # the store moved a record to reuse its block
-        for i in range(len(self._h)):
-            if self._h[i] == old:
-                self._h[i] = new
-                return
-        for k in range(_RX2):
-            if self._rx_h[k] == old:
-                self._rx_h[k] = new
-                return
-
-    def set_login(self, user, password):
-        """User name and password for CONNECT (str or bytes, None for none)."""
-        if password is not None and user is None:
-            raise ValueError(say("pw_no_user"))
-        self.username = to_bytes(user)
-        self.password = to_bytes(password)
-
-    # ---- application calls
-
-    def publish(self, topic, msg, qos=0, retain=False):
-        """Accept a message (bytes topic and msg, held by reference; a topic of another type is
-        copied) -> packet id (0 for QoS 0)."""
-        if type(topic) is not bytes:
-            topic = bytes(topic)  # held until sent: a caller's buffer could change meanwhile
-        if topic is not self._valid_topic:  # a device publishes to a few topics, over and over
-            check_name(topic)
-            self._valid_topic = topic     # bytes are immutable: checked once is checked for good
-        if qos < 0 or qos > 2:
-            raise ValueError(say("qos"))
-        n = len(topic) + len(msg) + 4   # remaining length, at most (QoS 0 has no packet id)
-        if n + 5 > len(self.tx) and 1 + wire.varint_size(n) + n > len(self.tx):
-            raise ValueError(say("too_big", n, len(self.tx)))
-        st = self.store
-        if qos and st:
-            # into the store before publish() returns: it survives a reset from now on
-            pid = self._new_pid()
-            st.add(topic, msg, qos, retain, pid)
-            return pid
-        s = self._free
-        if st and self.pending >= self._queue_size:
-            s = _NIL
-        if s == _NIL:
-            s = self._drop_oldest_qos0() if self.drop_oldest else _NIL
-            if s == _NIL:
-                raise QueueFull(say("queue_full", self.pending + self.inflight))
-        self._free = self._next[s]
-        pid = self._new_pid() if qos else 0
-        self._topic[s] = topic
-        self._msg[s] = msg
-        self._flags[s] = qos | (_RETAIN if retain else 0)
-        self._pid[s] = pid
-        self._next[s] = _NIL
-        if self._pend_tail == _NIL:
-            self._pend_head = s
-        else:
-            self._next[self._pend_tail] = s
-        self._pend_tail = s
-        self.pending += 1
-        return pid
-
-    def pack_qos0(self, topic, msg, retain):
-        """A QoS 0 message packed straight into tx, when nothing is queued or due before it
-        -> its length, or 0: then publish() queues it. For a caller whose last packet is
-        fully written; it writes this one at once (a sensor loop's usual path: no queue)."""
-        if self.state != CONNECTED or self.pending or self._fcount or self._resend or self._ping_due:
-            return 0
-        if type(topic) is not bytes or len(topic) + len(msg) + 7 > len(self.tx):
-            return 0  # publish() copies the topic, or refuses the message with its reason
-        if topic is not self._valid_topic:
-            check_name(topic)
-            self._valid_topic = topic
-        return wire.put_publish(self.tx, topic, msg, 0, retain, False, 0)
-
-    def subscribe(self, topic_filter, qos=0):
-        check_filter(topic_filter)
-        if qos < 0 or qos > 2:
-            raise ValueError(say("qos"))
-        i = self._sub_find(topic_filter)
-        if i < 0:
-            i = self._sub_find(None)
-            if i < 0:
-                raise MQTTException(say("subs_full", len(self._sub_state)))
-            self._sub_topic[i] = topic_filter
-        self._sub_qos[i] = qos
-        return self._sub_queue(i, _S_SUB)
-
-    def unsubscribe(self, topic_filter):
-        check_filter(topic_filter)
-        i = self._sub_find(topic_filter)
-        if i < 0:
-            i = self._sub_find(None)
-            if i < 0:
-                raise MQTTException(say("subs_full", len(self._sub_state)))
-            self._sub_topic[i] = topic_filter
-        return self._sub_queue(i, _S_UNSUB)
-
-    def ping(self):
-        self._ping_due = True
-
-    def forget(self):
-        """Drop every subscription, without telling the broker (for a clean start)."""
-        for i in range(len(self._sub_state)):
-            self._sub_state[i] = _S_FREE
-            self._sub_topic[i] = None
-
-    def connect_packet(self):
-        """CONNECT packed into tx -> its length. Raises CodecError (a ValueError) for what
-        MQTT refuses (an empty client id without a clean session, a bad will topic, ...)."""
-        w = self.will or (None, None, 0, False)
-        return wire.pack_connect(self.tx, self.client_id, self.clean_session, self.keepalive,
-                                 w[0], w[1], w[2], w[3], self.username, self.password)
-
-    def disconnect(self):
-        """Queue DISCONNECT; after it is written the connection must be closed."""
-        if self.state == CONNECTED:
-            self.state = DISCONNECTING
-
-    # ---- connection
-
-    def start(self, now):
-        """A transport is open: CONNECT goes first."""
-        self.reader.reset()
-        self.state = CONNECTING
-        self._connect_sent = False
-        self._ping_due = False
         self._ping_at = -1
-        self._fhead = self._fcount = 0
-        self.last_in = self.last_out = now
+        self.last_in = self.last_out = 0  # when bytes last arrived / a packet was written
+        self._up_at = -1  # when the last CONNACK came, -1: never
+        self._handled = 0  # packets handled, and the first byte of the last one
+        self._op = None
+        if reconnect:
+            from . import reconnect as rc
 
-    def lost(self):
-        """The transport is gone. In-flight messages stay for resending; volatile flows go."""
-        self.state = DISCONNECTED
-        self._fcount = 0
-        self._ping_due = False
-        self._ping_at = -1
-        self.reader.reset()
+            self.reconnect = True
+            rc.setup(self, backoff_min, backoff_max, takeover_kicks)
+        if store is not None:
+            from .store import attach
 
-    def handle(self, now):
-        """Act on the packet self.reader has ready (the I/O loop frames with reader.feed)."""
-        r = self.reader
-        self.last_in = now
-        first = r.first
-        n = r.size
-        r.reset()  # the body stays in r.buf until the reader is fed again
-        try:
-            self._handle(first, self._rview, n)
-        except CodecError as e:
-            raise ProtocolError(say("malformed", e))
+            attach(self, store)
 
-    def feed(self, data, i, n, now):
-        """Frame received bytes data[i:n] up to the end of one packet -> the index of the
-        first byte not taken; handle() the packet once self.reader.ready. Take a packet
-        only while room() is true."""
-        try:
-            i = self.reader.feed(data, i, n)
-        except CodecError as e:
-            raise ProtocolError(say("malformed", e))
-        self._rx_at = now
-        return i
-
-    def room(self):
-        """True while a received packet can be taken: there is room to queue its
-        acknowledgement. While false, the I/O loop stops reading (backpressure) until the
-        acknowledgements are written, so a burst of any length is taken, never refused."""
-        return self._fcount < len(self._flows) - len(self._sub_state)
-
-    def receive(self, data, now):
-        """Frame and act on every packet in data (for tests and simple loops)."""
-        i = 0
-        n = len(data)
-        while i < n:
-            i = self.feed(data, i, n, now)
-            if self.reader.ready:
-                self.handle(now)
-
-    def holds(self, pid):
-        """True while the message with this packet id is queued or in flight."""
-        return (self._find(self._pend_head, pid) != _NIL or self._find(self._infl_head, pid) != _NIL
-                or (self.store is not None and self.store.in_backlog(pid)))
-
-    def sub_drop(self, pid):
-        """Forget the subscription whose SUBSCRIBE (pid) the program was told failed: it is
-        never made again by itself."""
-        for i in range(len(self._sub_state)):
-            if self._sub_pid[i] == pid and self._sub_state[i] in (_S_SUB, _S_SUBACK):
-                self._sub_state[i] = _S_FREE
-                self._sub_topic[i] = None
-
-    def sub_pending(self, pid):
-        """True while a SUBSCRIBE or UNSUBSCRIBE with this packet id awaits its ack."""
-        for i in range(len(self._sub_state)):
-            st = self._sub_state[i]
-            if st != _S_FREE and st != _S_ACTIVE and self._sub_pid[i] == pid:
-                return True
-        return False
-
-    def want_write(self):
-        """True if pack_next would produce a packet now."""
-        st = self.state
-        if st == CONNECTING:
-            return not self._connect_sent
-        if st == DISCONNECTED:
-            return False
-        if st == DISCONNECTING or self._ping_due or self._fcount or self._resend:
-            return True
-        if self.pending and (self.inflight < self.max_inflight or self._flags[self._pend_head] & 3 == 0):
-            return True
-        return self.store is not None and self.store.backlog and self.inflight < self.max_inflight
-
-    def pack_next(self, now):
-        """Pack the next packet to write into self.tx; -> its length, 0 if nothing is due.
-
-        Order (Paho): CONNECT; then DISCONNECT, PINGREQ, flows, resends after a
-        reconnect, new messages within the in-flight window."""
-        st = self.state
-        tx = self.tx
-        if st == CONNECTING:
-            if self._connect_sent:
-                return 0
-            self._connect_sent = True
-            return self.connect_packet()
-        if st == DISCONNECTED:
-            return 0
-        if st == DISCONNECTING:
-            self.state = DISCONNECTED
-            return wire.pack_empty(tx, wire.DISCONNECT)
-        if self._ping_due:
-            self._ping_due = False
-            self._ping_at = now
-            return wire.pack_empty(tx, wire.PINGREQ)
-        if self._fcount:
-            f = self._flows[self._fhead]
-            self._fhead = (self._fhead + 1) % len(self._flows)
-            self._fcount -= 1
-            t = f >> 16
-            if t == wire.SUBSCRIBE or t == wire.UNSUBSCRIBE:
-                i = f & 0xFFFF
-                st = self._sub_state[i]
-                if t == wire.SUBSCRIBE and st == _S_SUB:
-                    self._sub_state[i] = _S_SUBACK
-                    return wire.pack_subscribe(tx, self._sub_pid[i], ((self._sub_topic[i], self._sub_qos[i]),))
-                if t == wire.UNSUBSCRIBE and st == _S_UNSUB:
-                    self._sub_state[i] = _S_UNSUBACK
-                    return wire.pack_unsubscribe(tx, self._sub_pid[i], (self._sub_topic[i],))
-                return self.pack_next(now)  # superseded by a later subscribe/unsubscribe
-            return wire.pack_ack(tx, t, f & 0xFFFF)
-        if self._resend:
-            s = self._infl_head
-            while s != _NIL and not self._flags[s] & _RESEND:
-                s = self._next[s]
-            if s != _NIL:
-                self._resend -= 1
-                fl = self._flags[s] & ~_RESEND
-                self._flags[s] = fl
-                if fl & _REL:
-                    return wire.pack_ack(tx, wire.PUBREL, self._pid[s])
-                if self._h[s] >= 0:
-                    n = self.store.load(self._h[s], tx)
-                    tx[0] |= 8   # DUP
-                    return n
-                return wire.put_publish(tx, self._topic[s], self._msg[s], fl & 3,
-                                        fl & _RETAIN, True, self._pid[s])
-            self._resend = 0
-        s = self._pend_head
-        if s == _NIL:
-            return 0 if self.store is None else self._pack_stored(tx)
-        fl = self._flags[s]
-        qos = fl & 3
-        if qos and self.inflight >= self.max_inflight:
-            return 0
-        n = wire.put_publish(tx, self._topic[s], self._msg[s], qos, fl & _RETAIN, False, self._pid[s])
-        # off the pending list
-        self._pend_head = self._next[s]
-        if self._pend_head == _NIL:
-            self._pend_tail = _NIL
-        self.pending -= 1
-        if qos:
-            self._flags[s] = fl | _SENT
-            self._append_inflight(s)
-            self.inflight += 1
-        else:
-            self._release(s)
-        return n
-
-    def wrote(self, now):
-        """The packet from pack_next is fully written."""
-        self.last_out = now
-
-    def tick(self, now):
-        """Keepalive and CONNACK deadlines -> ms until the next check; raises on a dead link."""
-        st = self.state
-        if st == CONNECTING:
-            left = self.connect_timeout - ticks_diff(now, self.last_out)
-            if left <= 0:
-                raise MQTTException(say("no_connack", self.connect_timeout))
-            return left
-        if self.reader.first:
-            # A packet begun is finished within the timeout, keepalive or not: a link that
-            # stops half-way through one is dead (waiting for the next packet may be endless).
-            left = self.connect_timeout - ticks_diff(now, self._rx_at)
-            if left <= 0:
-                raise MQTTException(say("half_pkt", self.connect_timeout))
-            if st != CONNECTED or not self.keepalive:
-                return left
-        if st != CONNECTED or not self.keepalive:
-            return 60000
-        k = self.keepalive * 1000
-        if self._ping_at >= 0:
-            # a PINGREQ is out: alive only if something arrived since it was written
-            since = ticks_diff(now, self._ping_at)
-            if ticks_diff(self.last_in, self._ping_at) < 0 and since >= k + _DELTA:
-                raise MQTTException(say("no_pong", self.keepalive))
-            return max(1, k + _DELTA - since)
-        out = ticks_diff(now, self.last_out)
-        if out >= 2 * k:
-            raise MQTTException(say("stalled", self.keepalive))
-        if ticks_diff(now, self.last_in) >= k - _DELTA or out >= k - _DELTA:
-            self._ping_due = True
-            return 1
-        return max(1, k - _DELTA - max(out, ticks_diff(now, self.last_in)))
-
-    # ---- received packets
-
-    def _handle(self, first, b, n):
-        t = first >> 4
-        st = self.state
-        if st == CONNECTING:
-            if t != wire.CONNACK:
-                raise ProtocolError(say("first_pkt", t))
-            c = wire.connack_code(b, n)
-            if c & 255:
-                self.state = DISCONNECTED
-                raise ConnectRefused(c & 255)
-            self._connected(c >> 8)
-            return
-        if t == wire.PUBLISH:
-            self._on_publish(first, b, n)
-        elif t == wire.PUBACK:
-            self._complete(wire.ack_id(t, b, n), 1, t)
-        elif t == wire.PUBREC:
-            pid = wire.ack_id(t, b, n)
-            s = self._find(self._infl_head, pid)
-            if s == _NIL or self._flags[s] & 3 != 2:
-                # Not ours: answer so the broker can finish (Paho does the same).
-                self._flow(wire.PUBREL, pid)
-                return
-            if self._h[s] >= 0:
-                self.store.mark(self._h[s], REL)   # sc-: a restart resends PUBREL, not PUBLISH
-            self._flags[s] |= _REL
-            self._flow(wire.PUBREL, pid)
-        elif t == wire.PUBCOMP:
-            self._complete(wire.ack_id(t, b, n), 2, t)
-        elif t == wire.PUBREL:
-            self._on_pubrel(wire.ack_id(t, b, n))
-        elif t == wire.SUBACK:
-            pid = wire.suback_check(b, n)
-            if n != 3:  # one return code per filter, and each SUBSCRIBE carries one (MQTT-3.8.4-5)
-                raise ProtocolError(say("suback_cnt", n - 2))
-            for i in range(len(self._sub_state)):
-                if self._sub_state[i] == _S_SUBACK and self._sub_pid[i] == pid:
-                    rc = wire.suback_code(b, n, 0)
-                    self._sub_state[i] = _S_ACTIVE if rc != wire.SUBACK_FAILURE else _S_FREE
-                    if rc == wire.SUBACK_FAILURE:
-                        self._sub_topic[i] = None
-                    self.on_suback(pid, rc)
-                    return
-        elif t == wire.UNSUBACK:
-            pid = wire.ack_id(t, b, n)
-            for i in range(len(self._sub_state)):
-                if self._sub_state[i] == _S_UNSUBACK and self._sub_pid[i] == pid:
-                    self._sub_state[i] = _S_FREE
-                    self._sub_topic[i] = None
-                    self.on_unsuback(pid)
-                    return
-        elif t == wire.PINGRESP:
-            if n:
-                raise ProtocolError(say("pong_body"))
-            self._ping_at = -1
-            self.on_pingresp()
-        else:  # CONNACK twice, or a packet only a client sends
-            raise ProtocolError(say("unexpected", t))
-
-    def _connected(self, present):
-        self.state = CONNECTED
-        self.session_present = bool(present)
-        if self.clean_session:
-            # A clean session starts empty (Paho): what was in flight is discarded,
-            # and said so; messages never sent stay queued.
-            s = self._infl_head
-            while s != _NIL:
-                nxt = self._next[s]
-                h = self._h[s]
-                if h >= 0:
-                    t, m = self.store.message(h)
-                    self.store.mark(h, DONE)
-                    self.on_discarded(t, m, self._flags[s] & 3)
-                else:
-                    self.on_discarded(self._topic[s], self._msg[s], self._flags[s] & 3)
-                self._release(s)
-                s = nxt
-            self._infl_head = self._infl_tail = _NIL
-            self.inflight = 0
-        if not present:
-            # A new session at the broker will never send PUBREL for the ids we keep.
-            for k in range(_RX2):
-                if self._rx_pid[k]:
-                    self._rx_release(self._rx_pid[k])
-            bits = self._rx_bits
-            if bits is not None:
-                for c in range(16):
-                    part = bits[c]
-                    for i in range(512 if part else 0):
-                        for j in range(8 if part[i] else 0):
-                            if part[i] & 1 << j:
-                                self._rx_release(c << 12 | i << 3 | j)
-        # Resend what is in flight, in order, with the original ids (MQTT-4.4.0-1).
-        self._resend = 0
-        s = self._infl_head
-        while s != _NIL:
-            self._flags[s] |= _RESEND
-            self._resend += 1
-            s = self._next[s]
-        # Subscriptions the broker may not have: all of them if the session is new.
-        for i in range(len(self._sub_state)):
-            st = self._sub_state[i]
-            if st == _S_FREE:
-                continue
-            if st == _S_UNSUB or st == _S_UNSUBACK:
-                if present:
-                    self._sub_queue(i, _S_UNSUB)
-                else:
-                    self._sub_state[i] = _S_FREE
-                    self._sub_topic[i] = None
-            elif st != _S_ACTIVE or not present:
-                self._sub_queue(i, _S_SUB)
-        self.on_connack(self.session_present)
-
-    def _on_publish(self, first, b, n):
-        te, pid, ps = wire.publish_fields(first, b, n, False)
-        topic = self._rx_last
-        if topic is None or len(topic) != te - 2 or b[2:te] != topic:
-            # not the last topic received: copied, and checked byte by byte (a device hears
-            # a few topics over and over, so most messages skip both)
-            topic = bytes(b[2:te])
-            wire.check_pub_topic(topic, 0, te - 2)
-            self._rx_last = topic
-        qos = first >> 1 & 3
-        if qos == 2:
-            if self._rx_has(pid):
-                # a repeat (after a reconnect) of one delivered and not yet released:
-                # acknowledged, never delivered twice (MQTT-4.3.3-2)
-                self._flow(wire.PUBREC, pid)
-                return
-            k = self._rx_add(pid)   # before delivering: the room for its id is certain
-        msg = bytes(b[ps:n])
-        if qos:
-            self._flow(wire.PUBACK if qos == 1 else wire.PUBREC, pid)
-        try:
-            self._deliver(topic, msg, first)
-        except Exception:
-            if qos == 2:
-                self._rx_release(pid)  # not acknowledged: the broker will deliver it again
-            raise
-        if qos == 2 and self.store:
-            # on flash after the callback: a reset in between delivers it again (at least
-            # once, never lost), and the id survives a reset once it is written. A full
-            # store keeps it in RAM only: exactly once until a reset, and the link stays up.
-            try:
-                h = self.store.add_inbound(pid, b, 0)
-            except StoreFull:
-                h = -1
-            if k >= 0:
-                self._rx_h[k] = h
-
-    def _on_pubrel(self, pid):
-        # the message went to the application when it arrived: forget its id (MQTT-4.3.3-2)
-        self._rx_release(pid)
-        self._flow(wire.PUBCOMP, pid)
-
-    def _rx_has(self, pid):
-        if self._rx_find(pid) >= 0:
-            return True
-        part = self._rx_bits[pid >> 12] if self._rx_bits else None
-        return part is not None and part[pid >> 3 & 511] & 1 << (pid & 7)
-
-    def _rx_add(self, pid):
-        # keep an inbound QoS 2 id -> its table index, or -1 if it went into the bitmap
-        k = self._rx_find(0)
-        if k >= 0:
-            self._rx_pid[k] = pid
-            return k
-        if self._rx_bits is None:
-            self._rx_bits = [None] * 16
-        c = pid >> 12
-        if self._rx_bits[c] is None:
-            try:
-                self._rx_bits[c] = bytearray(512)
-            except MemoryError:  # not acknowledged: the broker delivers it again later
-                raise MQTTException(say("rx_mem", pid))
-        self._rx_bits[c][pid >> 3 & 511] |= 1 << (pid & 7)
-        return -1
-
-    def _rx_release(self, pid):
-        k = self._rx_find(pid)
-        if k >= 0:
-            if self._rx_h[k] >= 0:
-                self.store.mark(self._rx_h[k], DONE)
-            self._rx_pid[k] = 0
-            self._rx_h[k] = -1
-        elif self._rx_has(pid):
-            part = self._rx_bits[pid >> 12]
-            part[pid >> 3 & 511] &= ~(1 << (pid & 7))
-            if self.store:
-                self.store.forget_inbound(pid)
-            for i in range(512):
-                if part[i]:
-                    return
-            self._rx_bits[pid >> 12] = None  # empty: its 512 bytes go back to the heap
-
-    def _deliver(self, topic, msg, first):
-        # The ack is queued already; if the application raises, take it back so the
-        # message is not acknowledged, and let the exception end the connection.
-        tail = self._fcount
-        try:
-            self.on_message(topic, msg, first)
-        except Exception:
-            if first & 6 and self._fcount == tail:
-                self._fcount -= 1
-            raise
-
-    def _complete(self, pid, qos, t):
-        # PUBACK (qos 1) or PUBCOMP (qos 2) for an in-flight message.
-        prev = _NIL
-        s = self._infl_head
-        while s != _NIL and self._pid[s] != pid:
-            prev = s
-            s = self._next[s]
-        fl = self._flags[s] if s != _NIL else 0
-        # A PUBACK for a QoS 2 message still awaiting PUBREC completes it: a broker that
-        # downgrades QoS 2 to 1 (RabbitMQ) has taken it at least once, and would never
-        # answer a PUBREL.
-        if s == _NIL or (fl & 3 != qos and not (qos == 1 and not fl & _REL)) or (
-                qos == 2 and not fl & _REL):
-            raise ProtocolError(say("stray_ack", t, pid))
-        nxt = self._next[s]
-        if prev == _NIL:
-            self._infl_head = nxt
-        else:
-            self._next[prev] = nxt
-        if self._infl_tail == s:
-            self._infl_tail = prev
-        if self._flags[s] & _RESEND:
-            self._resend -= 1
-        self.inflight -= 1
-        if self._h[s] >= 0:
-            self.store.mark(self._h[s], DONE)
-        self._release(s)
-        self.on_delivered(pid)
-
-    # ---- helpers
-
-    def _flow(self, t, v):
-        fl = self._flows
-        if self._fcount == len(fl):
-            raise ProtocolError(say("acks_full"))
-        fl[(self._fhead + self._fcount) % len(fl)] = t << 16 | v
-        self._fcount += 1
-
-    def _pack_stored(self, tx):
-        # the oldest stored message never sent, if the window has room (there is a store)
-        st = self.store
-        if not st.backlog or self.inflight >= self.max_inflight:
-            return 0
-        h = st.next_unsent()
-        s = self._free
-        if h < 0 or s == _NIL:
-            return 0
-        pid = st.pk_pid
-        n = st.load(h, tx)
-        st.mark(h, SENT)   # before it is written: after a reset it is resent with DUP
-        self._free = self._next[s]
-        self._h[s] = h
-        self._pid[s] = pid
-        self._flags[s] = (tx[0] >> 1 & 3) | _SENT
-        self._append_inflight(s)
-        self.inflight += 1
-        return n
-
-    def _append_inflight(self, s):
-        self._next[s] = _NIL
-        if self._infl_tail == _NIL:
-            self._infl_head = s
-        else:
-            self._next[self._infl_tail] = s
-        self._infl_tail = s
-
-    def _release(self, s):
-        self._h[s] = -1
-        self._topic[s] = self._msg[s] = None
-        self._flags[s] = 0
-        self._pid[s] = 0
-        self._next[s] = self._free
-        self._free = s
-
-    def _drop_oldest_qos0(self):
-        prev = _NIL
-        s = self._pend_head
-        while s != _NIL and self._flags[s] & 3:
-            prev = s
-            s = self._next[s]
-        if s == _NIL:
-            return _NIL
-        nxt = self._next[s]
-        if prev == _NIL:
-            self._pend_head = nxt
-        else:
-            self._next[prev] = nxt
-        if self._pend_tail == s:
-            self._pend_tail = prev
-        self.pending -= 1
-        self.dropped += 1
-        self.on_discarded(self._topic[s], self._msg[s], 0)
-        self._release(s)
-        s = self._free
-        return s
-
-    def _find(self, s, pid):
-        # Walk a slot list from s to the slot holding pid.
-        while s != _NIL and self._pid[s] != pid:
-            s = self._next[s]
-        return s
-
-    def _rx_find(self, pid):
-        p = self._rx_pid
-        for k in range(_RX2):
-            if p[k] == pid:
-                return k
-        return -1
-
-    def _sub_find(self, topic_filter):
-        for i in range(len(self._sub_state)):
-            if topic_filter is None:
-                if self._sub_state[i] == _S_FREE:
-                    return i
-            elif self._sub_state[i] != _S_FREE and self._sub_topic[i] == topic_filter:
-                return i
-        return -1
-
-    def _sub_queue(self, i, state):
-        self._sub_state[i] = state
-        pid = self._new_pid()
-        self._sub_pid[i] = pid
-        self._flow(wire.SUBSCRIBE if state == _S_SUB else wire.UNSUBSCRIBE, i)
-        return pid
-
-    def _in_use(self, pid):
-        return self.holds(pid) or self.sub_pending(pid)
-
-    def _new_pid(self):
-        # 1..65535, wrapping, skipping ids still in use (MQTT-2.3.1-2).
-        p = self._last_pid
-        for _ in range(65535):
-            p = p + 1 if p < 65535 else 1
-            if not self._in_use(p):
-                self._last_pid = p
-                return p
-        raise QueueFull(say("no_pid"))
-
-
-def open_store(store):
-    """store= of the client: None (messages in RAM), a directory path (FileStore),
-    a block device such as an esp32.Partition (RingStore), or a store object."""
-    if store is None or hasattr(store, "open"):
-        return store
-    if isinstance(store, str):
-        from .filestore import FileStore
-        return FileStore(store)
-    if hasattr(store, "readblocks"):
-        from .ringstore import RingStore
-        return RingStore(store)
-    raise ValueError(say("store_arg"))
-
-
-def backoff(prev, lo, hi, rnd16):
-    """Reconnect delay after `prev` ms (0: first try) -> (delay, wait): the delay
-    doubles from lo to hi ms; the wait is 50..100 % of it (rnd16: 16 random bits),
-    so a fleet that lost its broker does not come back in step."""
-    d = prev * 2 if prev else lo
-    if d > hi:
-        d = hi
-    return d, d // 2 + rnd16 * (d // 2) // 65536
-
-
-def to_bytes(x):
-    """str as UTF-8 bytes; bytes (and None) as they are."""
-    return x.encode("utf-8") if isinstance(x, str) else x
-
-
-def say(key, *values):
-    """The text of the client's error `key` (fleetwire.reasons, loaded now, not at import)."""
-    try:
-        from .reasons import TEXT
-        from .codec.reasons import text
-        return text(key, values, TEXT)
-    except MemoryError:  # no room for the table: the key still says what broke
-        return key
-
-
-# ---- the clients' common part
-
-class Front:
-    """What MQTTClient and AsyncClient share, all of it without I/O or a clock: the
-    options, the Session and its event callbacks, and the bookkeeping of a link
-    that went down (the backoff, and the clash-of-ids count behind SessionTakenOver)."""
-
-    def __init__(self, client_id, server, port, user, password, keepalive, ssl, max_inflight,
-                 queue_size, max_packet, max_subscriptions, drop_oldest, timeout, reconnect,
-                 backoff_min, backoff_max, takeover_kicks, store):
-        self.server = server
-        self.port = port or (8883 if ssl else 1883)
-        self.ssl = ssl
-        self.timeout_ms = int(timeout * 1000)
-        s = Session(to_bytes(client_id), keepalive, True, max_inflight, queue_size, max_packet,
-                    max_subscriptions, drop_oldest, self.timeout_ms, open_store(store))
-        s.set_login(user, password)
-        s.on_message = self._message
-        s.on_delivered = self._delivered
-        s.on_suback = self._suback
-        s.on_connack = self._connack
-        s.on_discarded = self._discarded
-        self._s = s
-        self.cb = None
-        # Event callbacks, all optional: on_connect(session_present),
-        # on_disconnect(reason), on_delivered(pid), on_discarded(topic, msg, qos),
-        # on_reconnect(attempt, delay_ms) before each wait.
-        self.on_connect = None
-        self.on_disconnect = None
-        self.on_delivered = None
-        self.on_discarded = None
-        self.on_reconnect = None
-        # Automatic reconnect (off by default, as umqtt.simple): backoff from
-        # backoff_min s doubling to backoff_max s, with jitter so a fleet does not
-        # return in step; back to backoff_min after a connection that stayed up 60 s.
-        self.reconnect = reconnect
-        self.backoff_min = int(backoff_min * 1000)
-        self.backoff_max = int(backoff_max * 1000)
-        self.takeover_kicks = takeover_kicks
-        self._delay = 0          # last backoff delay, ms (0: none)
-        self._attempt = 0
-        self._up_at = -1         # ticks of the last CONNACK, -1 if never connected
-        self._kicks = 0          # broker closed us soon after CONNACK, in a row
-        self._eof = False        # the broker closed the connection (FIN), not a reset or a timeout
-        self._clean = True
+    # ---- the application's calls
 
     def set_callback(self, f):
         """f(topic, msg) is called with bytes for every message received."""
         self.cb = f
 
     def set_last_will(self, topic, msg, retain=False, qos=0):
-        if not 0 <= qos <= 2:
-            raise ValueError(say("qos"))
+        topic = _bytes(topic)
+        if qos < 0 or qos > 2:
+            raise ValueError(say(_QOS))
         if not topic:
-            raise ValueError(say("will_topic"))
-        self._s.will = (to_bytes(topic), to_bytes(msg), qos, bool(retain))
+            raise ValueError(say(_WILL_TOPIC))
+        self.will = (topic, _bytes(msg), qos, bool(retain))
 
-    def is_connected(self):
-        return self._s.state == CONNECTED
+    def publish(self, topic, msg, qos=0, retain=False):
+        """Accept a message -> its packet id (0 for QoS 0). A bytes topic and msg are held by
+        reference until written; other types are copied (a caller may reuse its buffer)."""
+        if type(topic) is not bytes:
+            topic = _bytes(topic) if isinstance(topic, str) else bytes(topic)
+        if topic is not self._pub_topic:  # a device publishes to a few topics, over and over
+            check_name(topic)
+            self._pub_topic = topic
+        if qos != 0 and qos != 1:
+            if qos != 2:
+                raise ValueError(say(_QOS))
+            self.need_qos2()
+        n = len(topic) + len(msg) + 4
+        if n + 5 > len(self.tx) and 1 + wire.varint_size(n) + n > len(self.tx):
+            raise ValueError(say(_TOO_BIG, n, len(self.tx)))
+        if qos and self.store is not None:
+            # on flash before publish() returns: from now on it survives a reset
+            pid = self._new_pid()
+            self.store.add(topic, msg, qos, retain, pid)
+            return pid
+        # queue_size bounds the messages RAM holds (with a store, the QoS 0 ones)
+        full = len(self._f) - (self.max_inflight if self.store is not None else 0)
+        used = self._queued + (self.inflight if self.store is None else 0)
+        if used >= full and not (self.drop_oldest and self._dr.drop(self)):
+            raise QueueFull(say(_QUEUE_FULL, used))
+        if self._n == len(self._f):
+            self._compact()
+        pid = self._new_pid() if qos else 0
+        s = self._slot(self._n)
+        self._n += 1
+        self._t[s] = topic
+        self._m[s] = msg
+        self._p[s] = pid
+        self._f[s] = qos | (_RETAIN if retain else 0) | _QUEUED
+        self._queued += 1
+        return pid
+
+    def pack_qos0(self, topic, msg, retain):
+        """A QoS 0 message packed straight into tx when nothing is due before it -> its
+        length, or 0: then publish() queues it. For a caller whose tx is idle; it writes
+        the packet at once (a sensor loop's usual path: no queue, no allocation)."""
+        if (self.state != CONNECTED or self._c != self._n or self._fc or self._ping_at == _PING_DUE
+                or type(topic) is not bytes or len(topic) + len(msg) + 7 > len(self.tx)):
+            return 0  # publish() queues it, copies the topic, or refuses it with its reason
+        if topic is not self._pub_topic:
+            check_name(topic)
+            self._pub_topic = topic
+        return wire.put_publish(self.tx, topic, msg, 0, retain, False, 0)
+
+    def subscribe(self, topic_filter, qos=0, state=_S_SUB):
+        """Queue a SUBSCRIBE -> its packet id (sub_result(pid) tells the outcome)."""
+        topic_filter = _bytes(topic_filter)
+        check_filter(topic_filter)
+        if qos < 0 or qos > 2:
+            raise ValueError(say(_QOS))
+        if qos == 2:
+            self.need_qos2()
+        free = -1
+        for i in range(len(self._sf)):  # the filter's entry, else a free one
+            f = self._sf[i]
+            if f == topic_filter:
+                break
+            if (f is None or self._ss[i] & 0x80) and free < 0:
+                free = i
+        else:
+            if free < 0:
+                raise MQTTException(say(_SUBS_FULL, len(self._sf)))
+            i = free
+            self._sf[i] = topic_filter
+        if state == _S_SUB:
+            self._sq[i] = qos
+        return self._sub_queue(i, state)
+
+    def unsubscribe(self, topic_filter):
+        """Queue an UNSUBSCRIBE -> its packet id (sub_result(pid) is -1 until UNSUBACK)."""
+        return Session.subscribe(self, topic_filter, 0, _S_UNSUB)
+
+    def sub_result(self, pid):
+        """-1 while the SUBSCRIBE or UNSUBSCRIBE with this packet id awaits its ack, then the
+        QoS granted (0x80: refused; 0 for UNSUBSCRIBE)."""
+        for i in range(len(self._sf)):
+            if self._sp[i] == pid and self._sf[i] is not None:
+                s = self._ss[i]
+                return -1 if s < _S_ACTIVE else s if s & 0x80 else s - _S_ACTIVE
+        return 0
+
+    def forget(self, pid=0):
+        """Drop every subscription without telling the broker (a clean start), or with a
+        packet id only the one whose SUBSCRIBE the program was told failed: neither is made
+        again behind the program's back."""
+        for i in range(len(self._sf)):
+            s = self._ss[i]
+            if not pid or self._sp[i] == pid and (s < _S_ACTIVE or s & 0x80):
+                self._sf[i] = None
+
+    def need_qos2(self):
+        """Load QoS 2 (qos2.py): for a call that declares it, never for a packet."""
+        if self._q2 is None:
+            from . import qos2
+
+            self._q2 = qos2
+            qos2.setup(self)
+
+    def need_renew(self):
+        """Load renew.py: what a CONNACK does to what an earlier connection left."""
+        if not self._rn:
+            from . import renew
+
+            self._rn = renew
+
+    def in_flight(self, pid):
+        """True while the message with this packet id is queued, stored or in flight."""
+        for k in range(self._n):
+            s = self._slot(k)
+            if self._f[s] and self._p[s] == pid:
+                return True
+        return self.store is not None and self.store.in_backlog(pid)
 
     @property
     def pending(self):
-        """Messages accepted and not yet completed (queued, in the store, in flight)."""
-        s = self._s
-        return s.pending + s.inflight + (s.store.backlog if s.store is not None else 0)
+        """Messages accepted and not yet complete: queued, in the store, in flight."""
+        return self._queued + self.inflight + (self.store.backlog if self.store is not None else 0)
 
-    @property
-    def inflight(self):
-        return self._s.inflight
+    def disconnect(self):
+        """Queue DISCONNECT; once it is written, close the transport."""
+        if self.state == CONNECTED:
+            self.state = CLOSING
 
-    @property
-    def store(self):
-        """The opened message store, None without one (its `backlog`: messages held in flash)."""
-        return self._s.store
+    def is_connected(self):
+        return self.state == CONNECTED
 
-    @property
-    def dropped(self):
-        return self._s.dropped
+    # ---- the I/O loop's calls
 
-    def in_flight(self, pid):
-        """True while the message with packet id pid is queued or awaiting its acknowledgement."""
-        return self._s.holds(pid)
+    def start(self, now):
+        if not self.clean_session:
+            self.need_qos2()  # the session kept may hold QoS 2 flows either way
+        if self._up_at >= 0 and not self._rn:
+            self.need_renew()  # a connection before this one left messages and subscriptions
+        w = self.will or (None, None, 0, False)
+        n = wire.pack_connect(self.tx, self.client_id, self.clean_session, self.keepalive, w[0], w[1], w[2],
+                              w[3], self.username, self.password)
+        self.state = CONNECTING
+        self._ping_at = -1
+        self._fh = self._fc = self._rp = self._re = 0
+        self.last_in = self.last_out = now
+        return n
 
-    def _went_down(self, now):
-        # A connection that had its CONNACK is gone.
-        up = ticks_diff(now, self._up_at)
-        # Closed by the broker soon after CONNACK: a sign of a client id clash. A reset
-        # or a timeout is the network's doing; a clean close (FIN) is the broker's.
-        if self._eof and up < 60000:
-            self._kicks += 1
-        else:
-            self._kicks = 0
-        if up >= 60000:
-            self._delay = 0  # it stayed up: start the backoff over
-            self._attempt = 0
+    def lost(self, now, why, retry=True):
+        """The transport is gone (why: the exception, None for a close the program asked
+        for) -> ms to wait before reconnecting by itself; raises why when it will not (and
+        always with retry=False: the program's own connect() failed)."""
+        was = self.state
+        self.state = DISCONNECTED
+        self._fc = self._rp = self._re = 0
+        self._ping_at = -1
+        if was == CONNECTED and self._rc:
+            self._rc.went_down(self, now)
+        if was >= CONNECTED and self.on_disconnect:  # a link that was up went down
+            self.on_disconnect(why)
+        if why is None:
+            return 0
+        if retry and self._rc and self._up_at >= 0 and isinstance(why, (OSError, MQTTException)):
+            return self._rc.retry(self, why)  # or raises
+        raise why
 
-    # ---- session events
+    def rx(self):
+        """The buffer to read received bytes into (a partial packet moved to its front)."""
+        p = self._rp
+        e = self._re
+        if p == e:
+            self._rp = self._re = 0
+            return self._rmv
+        if p:
+            self._rb[: e - p] = self._rmv[p:e]
+            self._rp = 0
+            self._re = e = e - p
+        return self._rmv[e:]
 
-    def _delivered(self, pid):
-        if self.on_delivered:
-            self.on_delivered(pid)
+    def received(self, n, now):
+        """n bytes were read into rx(): act on every whole packet while room() holds
+        (received(0, now) goes on after the acks were written)."""
+        if n:
+            self._re += n
+            self.last_in = now
+        b = self._rb
+        while self.room():
+            p = self._rp
+            e = self._re
+            if e - p < 2:
+                return
+            try:
+                x = wire.frame(b, p, e, len(b))
+            except CodecError as err:
+                raise ProtocolError(say(_MALFORMED, err))
+            i = p + (x & 7)
+            n = x >> 3
+            if x < 0 or i + n > e:
+                return
+            self._rp = i + n  # before acting: a callback may run the loop again
+            self._handled += 1  # wait_msg() and check_msg() tell by these
+            self._op = b[p]
+            self._handle(b[p], i, n)
 
-    def _connack(self, present):
-        self._up_at = self._s.last_in  # when the CONNACK came
+    def receive(self, data, now):
+        """Take received bytes, any amount (rx() and received() take them without a copy).
+        For a caller that writes the acks between calls: with no room left it raises."""
+        i = 0
+        while i < len(data):
+            v = self.rx()
+            k = min(len(v), len(data) - i)
+            if not k:
+                raise ProtocolError(say(_ACKS_FULL))
+            v[:k] = data[i : i + k]
+            i += k
+            self.received(k, now)
+
+    def room(self):
+        """True while a received packet can be taken: its ack fits. While false the I/O loop
+        reads no more until the acks are written (backpressure), so a burst of any length
+        is taken, never refused."""
+        return self._fc < len(self._fl) - len(self._sf)
+
+    def pack(self, now):
+        """The next packet due, packed into tx -> its length, 0 if none. Order (Paho):
+        DISCONNECT, PINGREQ, acks and subscriptions, then messages in order: resends after
+        a reconnect, then new ones within the window."""
+        st = self.state
+        tx = self.tx
+        if st == CLOSING:
+            self.state = DISCONNECTED
+            return wire.pack_empty(tx, _DISCONNECT)
+        if st != CONNECTED:
+            return 0
+        if self._ping_at == _PING_DUE:
+            self._ping_at = now
+            return wire.pack_empty(tx, _PINGREQ)
+        while self._fc:
+            f = self._fl[self._fh]
+            self._fh = (self._fh + 1) % len(self._fl)
+            self._fc -= 1
+            t = f >> 16
+            i = f & 0xFFFF
+            if t == _SUBSCRIBE or t == _UNSUBSCRIBE:
+                if self._ss[i] == (_S_SUB if t == _SUBSCRIBE else _S_UNSUB):  # else superseded
+                    self._ss[i] += 1  # the ack is awaited
+                    if t == _SUBSCRIBE:
+                        return wire.pack_subscribe(tx, self._sp[i], ((self._sf[i], self._sq[i]),))
+                    return wire.pack_unsubscribe(tx, self._sp[i], (self._sf[i],))
+            else:
+                return wire.pack_ack(tx, t, i)
+        while self._c < self._n:
+            s = self._slot(self._c)
+            f = self._f[s]
+            if f & _RESEND:
+                self._f[s] = f ^ _RESEND
+                self._c += 1
+                if f & _STATE == _RECEIVED:
+                    return wire.pack_ack(tx, _PUBREL, self._p[s])
+                return self._put(s, f, True)
+            if f & _STATE == _QUEUED:
+                if f & 3 and self.inflight >= self.max_inflight:
+                    return 0
+                n = self._put(s, f, False)
+                self._queued -= 1
+                self._c += 1
+                if f & 3:
+                    self._f[s] = f ^ (_QUEUED | _WRITTEN)
+                    self.inflight += 1
+                else:
+                    self._release(s)
+                    self._advance()
+                return n
+            self._c += 1
+        if self.store is not None and self.inflight < self.max_inflight:
+            return self._st.pack_stored(self)
+        return 0
+
+    def tick(self, now):
+        """Deadlines -> ms until the next check; raises MQTTException on a dead link."""
+        st = self.state
+        if st == CONNECTING:
+            left = self.timeout_ms - ticks_diff(now, self.last_out)
+            if left <= 0:
+                raise MQTTException(say(_NO_CONNACK, self.timeout_ms))
+            return left
+        if st != CONNECTED:
+            return 60000
+        wait = 60000
+        if self._rp != self._re and self.room():
+            # A packet begun is finished within the timeout, keepalive or not: a link that
+            # stops half-way through one is dead (waiting for the next packet may be endless).
+            wait = self.timeout_ms - ticks_diff(now, self.last_in)
+            if wait <= 0:
+                raise MQTTException(say(_HALF_PKT, self.timeout_ms))
+        if not self.keepalive:
+            return wait
+        k = self.keepalive * 1000
+        if self._ping_at >= 0:
+            # a PINGREQ is out: alive only if something arrived since it was written
+            since = ticks_diff(now, self._ping_at)
+            if ticks_diff(self.last_in, self._ping_at) < 0 and since >= k + _DELTA:
+                raise MQTTException(say(_NO_PONG, self.keepalive))
+            return min(wait, max(1, k + _DELTA - since))
+        out = ticks_diff(now, self.last_out)
+        if out >= 2 * k:
+            raise MQTTException(say(_STALLED, self.keepalive))
+        idle = max(out, ticks_diff(now, self.last_in))
+        if idle >= k - _DELTA:
+            self._ping_at = _PING_DUE
+            return 1
+        return min(wait, k - _DELTA - idle)
+
+    # ---- received packets
+
+    def _handle(self, first, i, n):
+        t = first >> 4
+        b = self._rb
+        if self.state == CONNECTING:
+            if t != _CONNACK:
+                raise ProtocolError(say(_FIRST_PKT, t))
+            c = self._check(wire.connack_code, i, n)
+            if c & 255:
+                self.state = DISCONNECTED
+                from .codec.reasons import CONNACK_REASONS
+
+                raise ConnectRefused(c & 255, say(_REFUSED, CONNACK_REASONS[c & 255], c & 255))
+            self._connected(c >> 8)
+        elif t == _PUBLISH:
+            self._publish_in(first, i, n)
+        elif t == _PINGRESP:
+            if n:
+                raise ProtocolError(say(_PONG_BODY))
+            self._ping_at = -1
+        elif t == _SUBACK:
+            pid = self._check(wire.suback_check, i, n)
+            if n != 3:  # one return code per filter, and a SUBSCRIBE carries one (MQTT-3.8.4-5)
+                raise ProtocolError(say(_SUBACK_CNT, n - 2))
+            self._acked(pid, _S_SUBACK, b[i + 2])
+        elif t > _PUBCOMP and t != _UNSUBACK or t < _PUBACK:
+            raise ProtocolError(say(_UNEXPECTED, t))  # CONNACK again, or a client's packet
+        else:  # an ack: PUBACK, PUBREC, PUBREL, PUBCOMP, UNSUBACK
+            pid = b[i] << 8 | b[i + 1] if n == 2 else 0
+            if not pid:
+                self._check(wire.ack_id, i, n, t)  # raises what is wrong with it
+            if t == _PUBACK:
+                self._complete(pid, t)
+            elif t == _UNSUBACK:
+                self._acked(pid, _S_UNSUBACK, 0)
+            elif self._q2:
+                self._q2.ack(self, t, pid)
+            elif t == _PUBREC:  # not a message of ours: answer so the broker can finish
+                self._flow(_PUBREL, pid)
+            elif t == _PUBREL:
+                self._flow(_PUBCOMP, pid)
+            else:
+                raise ProtocolError(say(_STRAY_ACK, t, pid))
+
+    def _check(self, f, i, n, *a):
+        # a codec parser on the body _rb[i:i+n] (a view: these packets are rare), its error a
+        # ProtocolError
+        try:
+            return f(*(a + (self._rmv[i : i + n], n)))
+        except CodecError as e:
+            raise ProtocolError(say(_MALFORMED, e))
+
+    def _acked(self, pid, state, rc):
+        # SUBACK (its return code rc) or UNSUBACK, for the entry awaiting it
+        for k in range(len(self._sf)):
+            if self._ss[k] == state and self._sp[k] == pid and self._sf[k] is not None:
+                if state == _S_UNSUBACK:
+                    self._sf[k] = None
+                else:
+                    self._ss[k] = rc if rc & 0x80 else _S_ACTIVE + rc
+                self._wake()
+
+    def _publish_in(self, first, i, n):
+        b = self._rb
+        e = i + n
+        te = i + 2 + (b[i] << 8 | b[i + 1]) if n >= 2 else e + 1
+        qos = first >> 1 & 3
+        ps = te + 2 if qos else te
+        pid = b[te] << 8 | b[te + 1] if qos and ps <= e else 0
+        if ps > e or te == i + 2 or (qos and not pid):
+            self._check(wire.publish_fields, i, n, first)  # raises what is wrong with it
+        topic = self._rx_topic
+        if topic is None or len(topic) != te - i - 2 or self._rmv[i + 2 : te] != topic:
+            # another topic than the last: copied and checked (a device hears a few topics
+            # over and over, so most messages skip both)
+            topic = bytes(self._rmv[i + 2 : te])
+            try:
+                wire.check_pub_topic(topic, 0, te - i - 2)
+            except CodecError as err:
+                raise ProtocolError(say(_MALFORMED, err))
+            self._rx_topic = topic
+        # Exactly once (MQTT-4.3.3-2): the ids of QoS 2 messages delivered are kept until
+        # their PUBREL, so that a repeat is answered and not delivered again (qos2.py, loaded
+        # by a subscription at QoS 2 or a kept session). A broker that sends QoS 2 to a
+        # session that never asked for it (aedes) breaks MQTT-3.8.4-6: its messages are
+        # delivered and answered all the same, without the table.
+        if qos == 2 and self._q2 and self._q2.take(self, pid):
+            self._flow(_PUBREC, pid)  # a repeat of one delivered and not yet released
+            return
+        msg = bytes(self._rmv[ps:e])
+        if qos:
+            self._flow(_PUBACK if qos == 1 else _PUBREC, pid)
+        # The ack is queued already; if the application raises, take it back so the message
+        # is not acknowledged, and let the exception end the connection (MQTT-4.8.0-2).
+        k = self._fc
+        try:
+            self.retained = bool(first & 1)
+            self.qos = qos
+            if self.cb:
+                self.cb(topic, msg)
+        except Exception:
+            if qos and self._fc == k:
+                self._fc -= 1
+            if qos == 2 and self._q2:
+                self._q2.forget(self, pid)
+            raise
+        if qos == 2 and self._q2:
+            self._q2.delivered(self, pid)
+
+    def _connected(self, present):
+        self.state = CONNECTED
+        self.session_present = present = bool(present)
+        self._up_at = self.last_in
+        if self._rn:
+            self._rn.renew(self, present)  # what the last connection left
+        self._wake()
         if self.on_connect:
             self.on_connect(present)
 
-    def _discarded(self, topic, msg, qos):
-        if self.on_discarded:
-            self.on_discarded(topic, msg, qos)
+    def _complete(self, pid, t):
+        # PUBACK (or PUBCOMP, from qos2.py) for a message in flight
+        for k in range(self._n):
+            s = self._slot(k)
+            # PUBACK completes a WRITTEN message: QoS 1, or QoS 2 still awaiting PUBREC from a
+            # broker that downgrades QoS 2 to 1 (RabbitMQ: it has it at least once and would
+            # never answer a PUBREL); PUBCOMP completes a RECEIVED one.
+            if self._p[s] == pid and self._f[s] & _STATE == (_WRITTEN if t == _PUBACK else _RECEIVED):
+                self._release(s)
+                self._advance()
+                self._wake()
+                if self.on_delivered:
+                    self.on_delivered(pid)
+                return
+        raise ProtocolError(say(_STRAY_ACK, t, pid))
+
+    # ---- helpers
+
+    def _slot(self, k):
+        return (self._h + k) % len(self._f)
+
+    def _put(self, s, f, dup):
+        # the PUBLISH of slot s into tx -> its length
+        if self._t[s] is None:
+            return self._st.load(self, self._m[s], dup)
+        return wire.put_publish(self.tx, self._t[s], self._m[s], f & 3, f & _RETAIN, dup, self._p[s])
+
+    def _release(self, s):
+        # slot s is done with: written (QoS 0), complete, or discarded
+        if self._f[s] & _STATE > _QUEUED:
+            self.inflight -= 1
+            if self._t[s] is None:
+                self._st.done(self, self._m[s])
+        self._f[s] = 0
+        self._t[s] = self._m[s] = None
+
+    def _advance(self):
+        # the head past free slots
+        while self._n and not self._f[self._h]:
+            self._h = (self._h + 1) % len(self._f)
+            self._n -= 1
+            if self._c:
+                self._c -= 1
+
+    def _compact(self):
+        # close up the gaps that completions out of order left, keeping the order
+        j = c = 0
+        for k in range(self._n):
+            s = self._slot(k)
+            if self._f[s]:
+                if j != k:
+                    d = self._slot(j)
+                    self._t[d], self._m[d], self._p[d], self._f[d] = self._t[s], self._m[s], self._p[s], self._f[s]
+                    self._f[s] = 0
+                    self._t[s] = self._m[s] = None
+                j += 1
+                if k < self._c:
+                    c = j
+        self._n = j
+        self._c = c
+
+    def _flow(self, t, v):
+        fl = self._fl
+        if self._fc == len(fl):
+            raise ProtocolError(say(_ACKS_FULL))
+        fl[(self._fh + self._fc) % len(fl)] = t << 16 | v
+        self._fc += 1
+
+    def _sub_queue(self, i, state):
+        self._ss[i] = state
+        self._sp[i] = pid = self._new_pid()
+        self._flow(_SUBSCRIBE if state == _S_SUB else _UNSUBSCRIBE, i)
+        return pid
+
+    def _new_pid(self):
+        # 1..65535, wrapping, skipping ids still in use (MQTT-2.3.1-2)
+        p = self._last_pid
+        for _ in range(65535):
+            p = p + 1 if p < 65535 else 1
+            if not self.in_flight(p) and self.sub_result(p) >= 0:
+                self._last_pid = p
+                return p
+        raise QueueFull(say(_NO_PID))
+
+    def _wake(self):
+        # something a waiter may be waiting for happened (aio.py wakes its tasks)
+        pass
 
 
-def _ignore(*a):
-    pass
+def _bytes(x):
+    # str as UTF-8; bytes (and None) as they are
+    return x.encode() if isinstance(x, str) else x
 
-
-def _ignore1(a):
-    pass
-
-
-def _ignore0():
-    pass

@@ -145,7 +145,8 @@ class Vitals:
 
     def publish(self):
         """Make a record and hand it to the client (QoS 1, not blocking) -> packet id, or 0."""
-        from .session import QueueFull, StoreFull
+        from .errors import QueueFull
+        from .store import StoreFull
         rec = self.make()
         try:
             self._pid = self.c.publish(self.topic, rec, False, 1, block=False)

@@ -29,7 +29,8 @@ except ImportError:  # MicroPython: host code is not in the board tree
     from norflash import NorFlash, PowerCut
 from fleetwire.ringstore import RingStore
 from fleetwire.filestore import FileStore
-from fleetwire.session import Session, StoreFull
+from fleetwire.session import Session
+from fleetwire.store import StoreFull
 from fleetwire.codec import wire
 
 MP = sys.implementation.name == "micropython"
@@ -256,7 +257,7 @@ def _ack(t, pid):
 
 def _in_publish(pid, j, dup):
     b = bytearray(32)
-    n = wire.pack_publish(b, _IN_TOPIC, b"in%d" % j, 2, False, dup, pid)
+    n = wire.put_publish(b, _IN_TOPIC, b"in%d" % j, 2, False, dup, pid)
     return bytes(b[:n])
 
 
@@ -317,7 +318,7 @@ class Device:
         s = Session(b"dev", 0, False, max_inflight=INFLIGHT, queue_size=INFLIGHT,
                     max_packet=MAX_PACKET, max_subscriptions=1, store=st)
         s.on_delivered = self._delivered
-        s.on_message = self._message
+        s.cb = self._message
         self.s = s
         w.cur = ("idle",)
 
@@ -325,7 +326,7 @@ class Device:
         # a complete message's id is forgotten: a PUBREL with it later is a resurrection
         self.w.done[self.w.by_pid.pop(pid)] = 1
 
-    def _message(self, topic, msg, first):
+    def _message(self, topic, msg):
         j = msg_number(msg, 2)
         if self.w.got[j] < 255:
             self.w.got[j] += 1
@@ -365,12 +366,13 @@ class Device:
         return True
 
     def connect(self):
-        self.s.start(0)
+        self.s.start(0)  # CONNECT, written first: the broker answers it
+        self.feed(self.w.on_packet(wire.CONNECT, 0, b""))
         self.pump()
 
     def drop(self):
         """The link goes down; the device keeps running."""
-        self.s.lost()
+        self.s.lost(0, None)
         self.w.link = False
 
     def feed(self, answers):
@@ -429,7 +431,7 @@ class Device:
 
 def next_packet(s):
     """The next packet the session writes -> (type, pid, payload), None if none is due."""
-    n = s.pack_next(0)
+    n = s.pack(0)
     if not n:
         return None
     tx = s.tx
@@ -452,11 +454,11 @@ def age(flash, n):
     s = Session(b"dev", 0, False, max_inflight=INFLIGHT, queue_size=INFLIGHT,
                 max_packet=MAX_PACKET, max_subscriptions=1, store=RingStore(flash))
     s.start(0)
-    s.pack_next(0)
+    s.pack(0)
     s.receive(b"\x20\x02\x00\x00", 0)
     for _ in range(n):
         pid = s.publish(_TOPIC, b"aged", 1)
-        s.pack_next(0)
+        s.pack(0)
         s.receive(_ack(wire.PUBACK, pid), 0)
 
 

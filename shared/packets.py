@@ -1,13 +1,50 @@
 # The complete MQTT 3.1.1 codec: all 14 packet types as objects, encoded and
 # decoded in both directions (client -> server and server -> client), every field
 # checked. The host rig, the fault proxy and the tests use it; the device client
-# uses the lighter packers in wire.py directly.
-from .errors import CodecError, fail
+# uses the lighter packers in wire.py directly. Strings may be str here (as UTF-8).
+from .errors import CodecError, fail_as
 from .text import check_utf8, encode as _utf8
 from . import topics
 from . import wire
-from .wire import get_u16
 from .reasons import NAMES, CONNACK_REASONS
+
+MAX_REMAINING = 268435455
+
+
+def fail(what, rule):
+    raise CodecError(what + " [" + rule + "]")
+
+
+def get_u16(buf, i):
+    return buf[i] << 8 | buf[i + 1]
+
+
+def put_u16(buf, i, v):
+    buf[i] = v >> 8
+    buf[i + 1] = v & 255
+    return i + 2
+
+
+def _bytes(s, what):
+    # str as UTF-8 (a CodecError for a lone surrogate), anything else as it is
+    return _utf8(s, what) if isinstance(s, str) else s
+
+
+def pack_publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0):
+    """PUBLISH of a bytes-like topic and payload, checked (wire.put_publish, which the
+    client's send path uses, trusts its caller). Allocates nothing for bytes input."""
+    wire.check_name(topic)
+    if qos != 0 and qos != 1 and qos != 2:
+        fail_as("qos_pub", qos)
+    if qos:
+        if not 0 < pid < 65536:
+            fail_as("pub_pid", qos, pid)
+    else:
+        if dup:
+            fail_as("dup_qos0")
+        if pid:
+            fail_as("pid_qos0")
+    return wire.put_publish(buf, topic, payload, qos, retain, dup, pid)
 
 
 class Packet:
@@ -71,10 +108,13 @@ class Connect(Packet):
         return n
 
     def pack_into(self, buf):
-        return wire.pack_connect(buf, self.client_id, self.clean_session, self.keepalive,
-                                 self.will_topic, self.will_message, self.will_qos,
-                                 self.will_retain, self.username, self.password,
-                                 self.protocol_name, self.protocol_level)
+        return wire.pack_connect(buf, _bytes(self.client_id, "client identifier"),
+                                 self.clean_session, self.keepalive,
+                                 _bytes(self.will_topic, "topic"),
+                                 _bytes(self.will_message, "will message"), self.will_qos,
+                                 self.will_retain, _bytes(self.username, "user name"),
+                                 _bytes(self.password, "password"),
+                                 _bytes(self.protocol_name, "protocol name"), self.protocol_level)
 
 
 class Connack(Packet):
@@ -122,8 +162,8 @@ class Publish(Packet):
         p = self.payload
         if isinstance(p, str):
             p = _utf8(p, "payload")
-        return wire.pack_publish(buf, topics._b(self.topic), p, self.qos,
-                                 self.retain, self.dup, self.packet_id or 0)
+        return pack_publish(buf, topics._b(self.topic), p, self.qos,
+                            self.retain, self.dup, self.packet_id or 0)
 
 
 class _Ack(Packet):
@@ -168,7 +208,7 @@ class Subscribe(Packet):
         return 16 + sum(3 + 4 * len(f) for f, _ in self.topics)
 
     def pack_into(self, buf):
-        return wire.pack_subscribe(buf, self.packet_id, self.topics)
+        return wire.pack_subscribe(buf, self.packet_id, [(topics._b(f), q) for f, q in self.topics])
 
 
 class Suback(Packet):
@@ -190,7 +230,7 @@ class Suback(Packet):
         for rc in self.return_codes:
             if rc not in (0, 1, 2, wire.SUBACK_FAILURE):
                 fail("SUBACK return code %r is reserved" % (rc,), "MQTT-3.9.3-2")
-        i = wire.put_u16(buf, wire._header(buf, 0x90, 2 + len(self.return_codes)), self.packet_id)
+        i = put_u16(buf, wire._header(buf, 0x90, 2 + len(self.return_codes)), self.packet_id)
         for rc in self.return_codes:
             buf[i] = rc
             i += 1
@@ -209,7 +249,7 @@ class Unsubscribe(Packet):
         return 16 + sum(2 + 4 * len(f) for f in self.topics)
 
     def pack_into(self, buf):
-        return wire.pack_unsubscribe(buf, self.packet_id, self.topics)
+        return wire.pack_unsubscribe(buf, self.packet_id, [topics._b(f) for f in self.topics])
 
 
 class _Empty(Packet):
@@ -382,7 +422,7 @@ def decode(first, body, n=-1):
     return _DECODERS[first >> 4](first, body, n)
 
 
-def decode_all(data, max_packet=wire.MAX_REMAINING + 5):
+def decode_all(data, max_packet=MAX_REMAINING + 5):
     """Every packet in a byte string; raises CodecError if one is malformed or cut short."""
     mv = memoryview(data)
     n = len(data)

@@ -1,8 +1,9 @@
-# Topic names and filters (§4.7): validation and matching.
-# Every function takes a str or a bytes-like object; bytes are walked by index,
-# so checking and matching a bytes topic allocates nothing on MicroPython.
-from .errors import fail_as
-from .text import check_utf8, encode
+# Topic names and filters (§4.7): validation and matching, for a str or a bytes-like
+# topic. The checks themselves are wire.check_name and wire.check_filter (the client's
+# module, bytes-like only); matching is for hosts. Bytes are walked by index, so
+# checking and matching a bytes topic allocates nothing on MicroPython.
+from . import wire
+from .text import encode
 
 _SLASH = 0x2F
 _PLUS = 0x2B
@@ -14,43 +15,14 @@ def _b(t):
     return encode(t, "topic") if isinstance(t, str) else t
 
 
-def _check_len(t, what):
-    n = len(t)
-    if n == 0:
-        fail_as("empty", what)
-    if n > 65535:
-        fail_as("topic_long", what, n)
-    return n
-
-
 def check_name(topic):
-    """Raise CodecError unless topic is a valid topic name (no wildcards)."""
-    t = _b(topic)
-    n = _check_len(t, "topic name")
-    for i in range(n):
-        c = t[i]
-        if c == _PLUS or c == _HASH:
-            fail_as("name_wild", chr(c))
-    check_utf8(t, 0, n)  # also rejects U+0000 (MQTT-4.7.3-2 via MQTT-1.5.3-2)
-    return t
+    """Raise CodecError unless topic is a valid topic name (no wildcards); returns it as bytes."""
+    return wire.check_name(_b(topic))
 
 
 def check_filter(topic_filter):
-    """Raise CodecError unless topic_filter is a valid topic filter."""
-    t = _b(topic_filter)
-    n = _check_len(t, "topic filter")
-    for i in range(n):
-        c = t[i]
-        if c == _HASH:
-            if i != n - 1:
-                fail_as("hash_last")
-            if i > 0 and t[i - 1] != _SLASH:
-                fail_as("hash_lvl")
-        elif c == _PLUS:
-            if (i > 0 and t[i - 1] != _SLASH) or (i < n - 1 and t[i + 1] != _SLASH):
-                fail_as("plus_lvl")
-    check_utf8(t, 0, n)
-    return t
+    """Raise CodecError unless topic_filter is a valid topic filter; returns it as bytes."""
+    return wire.check_filter(_b(topic_filter))
 
 
 def is_wildcard(topic_filter):

@@ -1,7 +1,8 @@
 """The device's hot paths allocate nothing on MicroPython: packing a PUBLISH into a
-preallocated buffer, reading a fixed header, and receiving a PUBACK.
+preallocated buffer (the client's wire.put_publish, and packets.pack_publish, which checks
+first), checking a topic, reading a fixed header, and receiving a PUBACK.
 
-One MicroPython process (the .mpy board tree, a 64 KB heap) measures every case with
+One MicroPython process (the .mpy board tree, a 96 KB heap) measures every case with
 the collector disabled: gc.mem_alloc() after the call minus before it. Each call runs
 once first, so one-time costs (interned names, caches) are not counted. A control
 case that does allocate proves the meter works."""
@@ -12,6 +13,7 @@ pytestmark = pytest.mark.micropython
 PROGRAM = r'''
 import gc
 from fleetwire.codec import wire
+from fleetwire.codec.packets import pack_publish
 from fleetwire.codec.stream import PacketReader
 
 buf = bytearray(1200)
@@ -28,19 +30,34 @@ def control():
 
 
 def publish_qos0_64():
-    return wire.pack_publish(buf, topic, p64, 0)
+    return wire.put_publish(buf, topic, p64, 0, False, False, 0)
 
 
 def publish_qos1_64():
-    return wire.pack_publish(buf, topic, p64, 1, False, False, 4242)
+    return wire.put_publish(buf, topic, p64, 1, False, False, 4242)
 
 
 def publish_qos0_1k():
-    return wire.pack_publish(buf, topic, p1k, 0)
+    return wire.put_publish(buf, topic, p1k, 0, True, False, 0)
 
 
 def publish_qos1_1k():
-    return wire.pack_publish(buf, topic, p1k, 1, False, False, 65535)
+    return wire.put_publish(buf, topic, p1k, 1, False, True, 65535)
+
+
+def checked_qos0_64():
+    return pack_publish(buf, topic, p64, 0)
+
+
+def checked_qos1_1k():
+    return pack_publish(buf, topic, p1k, 1, False, False, 65535)
+
+
+def check_topic():
+    wire.check_name(topic)
+    wire.check_filter(b"fleet/+/cmd/#")
+    wire.check_pub_topic(topic, 0, len(topic))
+    return len(topic)
 
 
 def fixed_header():
@@ -75,6 +92,9 @@ measure("publish_qos0_64", publish_qos0_64)
 measure("publish_qos1_64", publish_qos1_64)
 measure("publish_qos0_1k", publish_qos0_1k)
 measure("publish_qos1_1k", publish_qos1_1k)
+measure("checked_qos0_64", checked_qos0_64)
+measure("checked_qos1_1k", checked_qos1_1k)
+measure("check_topic", check_topic)
 measure("fixed_header", fixed_header)
 measure("receive_puback", receive_puback)
 print("DONE")
@@ -87,6 +107,9 @@ EXPECTED = {
     "publish_qos1_64": 1 + 1 + 2 + TOPIC_LEN + 2 + 64,
     "publish_qos0_1k": 1 + 2 + 2 + TOPIC_LEN + 1024,
     "publish_qos1_1k": 1 + 2 + 2 + TOPIC_LEN + 2 + 1024,
+    "checked_qos0_64": 1 + 1 + 2 + TOPIC_LEN + 64,
+    "checked_qos1_1k": 1 + 2 + 2 + TOPIC_LEN + 2 + 1024,
+    "check_topic": TOPIC_LEN,
     "fixed_header": 3 * 1000 + 130,
     "receive_puback": 7,
 }
@@ -96,7 +119,7 @@ EXPECTED = {
 def allocations(mpy, tmp_path_factory):
     path = tmp_path_factory.mktemp("alloc") / "alloc.py"
     path.write_text(PROGRAM)
-    r = mpy.run([str(path)], heap="64K")
+    r = mpy.run([str(path)], heap="96K")
     assert "DONE" in r.stdout, r.stdout + r.stderr
     out = {}
     for line in r.stdout.splitlines():

@@ -201,21 +201,22 @@ def test_remaining_length_boundaries_encode_and_decode_in_full(remaining):
 @example("t", 125, 0, True, False, 1)      # 128: the first two-byte length
 @example("t", 122, 1, False, True, 65535)  # 127 with a packet id
 def test_the_publish_packer_writes_the_standard_bytes_and_never_overruns(topic, size, qos, retain, dup, pid):
-    # wire.pack_publish (the client's zero-allocation packer, with its own path for a
-    # one-byte remaining length) against the bytes §3.3 prescribes, built here; a buffer
-    # one byte short is refused, never overrun
+    # wire.put_publish (the client's zero-allocation packer, with its own path for a
+    # one-byte remaining length) and packets.pack_publish (the same, checked) against the
+    # bytes §3.3 prescribes, built here; a buffer one byte short is refused, never overrun
     t = topic.encode()
     dup = dup and qos > 0
     pid = pid if qos else 0
     body = struct.pack(">H", len(t)) + t + (struct.pack(">H", pid) if qos else b"") + b"\x5a" * size
     want = bytes([0x30 | dup << 3 | qos << 1 | retain]) + varint(len(body)) + body
-    buf = bytearray(len(want))
-    n = wire.pack_publish(buf, t, b"\x5a" * size, qos, retain, dup, pid)
-    assert bytes(buf[:n]) == want
-    short = bytearray(len(want) - 1)
-    with pytest.raises(CodecError):
-        wire.pack_publish(short, t, b"\x5a" * size, qos, retain, dup, pid)
-    assert short == bytearray(len(want) - 1)
+    for pack in (wire.put_publish, P.pack_publish):
+        buf = bytearray(len(want))
+        n = pack(buf, t, b"\x5a" * size, qos, retain, dup, pid)
+        assert bytes(buf[:n]) == want
+        short = bytearray(len(want) - 1)
+        with pytest.raises(CodecError):
+            pack(short, t, b"\x5a" * size, qos, retain, dup, pid)
+        assert short == bytearray(len(want) - 1)
 
 # ---- 2. nothing but packets or CodecError
 

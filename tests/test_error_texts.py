@@ -14,23 +14,28 @@ from fleetwire.session import Session, ProtocolError
 from support import ROOT
 
 RULE = re.compile(r"^(MQTT-\d+\.\d+\.\d+-\d+|§\d+(\.\d+)*|-|\.)$")
+# wire.py names an error by a constant, _KEY = const(its line in reasons.TEXT)
+NUMBERED = (r"fail_as\(_([A-Z0-9_]+)", r"fail_as\(_\w+ if [^\n]* else _([A-Z0-9_]+)\)")
 # (table, source folder, the calls that name a key)
 TABLES = {
-    "codec": (reasons.TEXT, "shared", (r'fail_as\("(\w+)"', r'_check_qos\(\w+, "(\w+)"\)')),
-    "client": (client_reasons.TEXT, "device", (r'\bsay\("(\w+)"',)),
+    "codec": (reasons.TEXT, "shared", (r'fail_as\("(\w+)"',) + NUMBERED),
+    "client": (client_reasons.TEXT, "device", (r'\bsay\("(\w+)"', r"\bsay\(_([A-Z0-9_]+)")),
 }
+
+
+def source(folder, name):
+    with open(os.path.join(ROOT, folder, name), encoding="utf-8") as f:
+        return f.read()
 
 
 def keys_used(which):
     _, folder, patterns = TABLES[which]
     used = set()
-    d = os.path.join(ROOT, folder)
-    for name in os.listdir(d):
+    for name in os.listdir(os.path.join(ROOT, folder)):
         if name.endswith(".py"):
-            with open(os.path.join(d, name), encoding="utf-8") as f:
-                src = f.read()
+            src = source(folder, name)
             for p in patterns:
-                used |= set(re.findall(p, src))
+                used |= set(k.lower() if "A-Z" in p else k for k in re.findall(p, src))
     return used
 
 
@@ -46,6 +51,33 @@ def table(which):
 @pytest.mark.parametrize("which", sorted(TABLES))
 def test_every_key_raised_has_a_line_and_every_line_is_used(which):
     assert keys_used(which) == set(table(which))
+
+
+def line_number(key, text=reasons.TEXT):
+    return [line.split()[0] for line in text.strip("\n").split("\n")].index(key) + 1
+
+
+def test_the_client_names_each_error_by_the_number_of_its_line_and_holds_no_key_string():
+    for name in sorted(os.listdir(os.path.join(ROOT, "device"))):
+        if not name.endswith(".py"):
+            continue
+        src = source("device", name)
+        numbers = {k.lower(): int(n) for k, n in re.findall(r"^_([A-Z0-9_]+) = const\((\d+)\)", src, re.M)}
+        for key in {k.lower() for k in re.findall(r"\bsay\(_([A-Z0-9_]+)", src)}:
+            assert numbers[key] == line_number(key, client_reasons.TEXT), (name, key)
+        assert not re.findall(r'\bsay\("', src), name
+
+
+def test_wire_names_each_error_by_the_number_of_its_line_and_holds_no_key_string():
+    src = source("shared", "wire.py")
+    numbers = {k.lower(): int(n) for k, n in re.findall(r"^_([A-Z0-9_]+) = const\((\d+)\)", src, re.M)}
+    used = set()
+    for p in NUMBERED:
+        used |= {k.lower() for k in re.findall(p, src)}
+    assert len(used) > 30
+    for key in used:
+        assert numbers[key] == line_number(key), key
+    assert not re.findall(r'fail_as\("', src)
 
 
 @pytest.mark.parametrize("which,key", [(w, k) for w in sorted(TABLES) for k in sorted(table(w))])
@@ -64,6 +96,16 @@ def test_a_message_is_formatted_with_the_packet_type_named_and_its_rule():
     with pytest.raises(CodecError) as e:
         wire.check_first_byte(0x64)  # PUBREL must carry flags 0x2
     assert str(e.value) == "PUBREL with flags 0x4, must be 0x2 [MQTT-3.6.1-1]"
+
+
+def test_a_connect_field_too_long_is_named_with_the_rule_for_strings_or_binary_data():
+    buf = bytearray(16)
+    with pytest.raises(CodecError) as e:
+        wire.pack_connect(buf, b"c" * 65536, True, 0)
+    assert str(e.value) == "client identifier of 65536 bytes is longer than 65535 [§1.5.3]"
+    with pytest.raises(CodecError) as e:
+        wire.pack_connect(buf, b"c", True, 0, username=b"u", password=b"p" * 65536)
+    assert str(e.value) == "password of 65536 bytes is longer than 65535 [§1.5.6]"
 
 
 def test_a_client_error_names_the_packet_type_and_carries_no_rule_when_it_has_none():
@@ -124,7 +166,7 @@ def test_on_micropython_the_tables_load_only_for_an_error_and_a_full_heap_still_
     lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
     assert lines["LOADED"] == "False", r.stdout
     assert lines["TEXT"] == "PUBLISH with QoS 3 [MQTT-3.3.1-4]"
-    assert lines["TIGHT"] == "CodecError qos3"
+    assert lines["TIGHT"] == "CodecError %d" % line_number("qos3")  # its line in reasons.TEXT
     assert lines["AFTER"] == "PUBLISH with QoS 3 [MQTT-3.3.1-4]"
     assert lines["CLIENT"] == "ProtocolError expected CONNACK, got PINGRESP"
     assert lines["CLIENT_TABLE"] == "True"

@@ -13,7 +13,7 @@ try:
     from fleetwire.host.norflash import NorFlash
 except ImportError:  # MicroPython: host code is on MICROPYPATH by its bare name
     from norflash import NorFlash
-from fleetwire.client import MQTTClient, StoreFull
+from fleetwire import MQTTClient, StoreFull
 from fleetwire.ringstore import RingStore
 
 flash_path, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]

@@ -299,7 +299,7 @@ def test_a_refused_subscription_raises_and_the_client_goes_on(device, broker, ob
         assert not d.call("state")["connected"]
         d.call("connect")
     else:
-        assert r["error"] == "MQTTException: broker refused the subscription to %r" % denied
+        assert r["error"] == "SubscribeRefused: broker refused the subscription to %r" % denied
     assert d.call("sub", topic="fw/%s/ok" % tag, qos=1)["rc"] == 1
     observer().publish("fw/%s/ok" % tag, b"fine", qos=1)
     assert d.call("recv", n=1)["msgs"] == [["fw/%s/ok" % tag, "fine", 1, False]]

@@ -4,5 +4,5 @@ import os
 
 from portable.harness import HERE, make_tests
 
-test_cpython, test_micropython = make_tests("statement_cases", heap="100K",
+test_cpython, test_micropython = make_tests("statement_cases", heap="96K",
                                             extra=[os.path.join(HERE, "session_kit.py")])

@@ -16,8 +16,8 @@ def test_a_will_is_checked_when_it_is_set_on_both_fronts():
         raises(ValueError, c.set_last_will, "", "bye")
         raises(ValueError, c.set_last_will, "w", "bye", False, 3)
         c.set_last_will("w", "bye", True, 1)
-        if c._s.will != (b"w", b"bye", 1, True):
-            raise AssertionError(c._s.will)
+        if c.will != (b"w", b"bye", 1, True):
+            raise AssertionError(c.will)
 
 
 def test_the_port_defaults_to_1883_and_to_8883_with_tls():

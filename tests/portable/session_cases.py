@@ -2,11 +2,12 @@
 # client's packets out, a fake clock. Portable: runs unchanged on CPython and on
 # the MicroPython unix port (tests/portable/run.py). Names carry the MQTT 3.1.1
 # statement id a case proves, where there is one.
-from fleetwire.session import (Session, ProtocolError, ConnectRefused, QueueFull, MQTTException,
-                               CONNECTED, DISCONNECTED, backoff)
+from fleetwire.session import Session, CONNECTED, DISCONNECTED
+from fleetwire.errors import ProtocolError, ConnectRefused, QueueFull, MQTTException
+from fleetwire.reconnect import backoff
 from fleetwire.codec import packets as P
 from run import raises
-from session_kit import out, recv, session, eq, events, reconnect, raw_publish
+from session_kit import out, recv, session, start, eq, events, reconnect, raw_publish
 
 
 # ---- CONNECT and CONNACK
@@ -14,8 +15,7 @@ from session_kit import out, recv, session, eq, events, reconnect, raw_publish
 def test_MQTT_3_1_0_1_connect_is_the_first_packet_and_nothing_follows_before_connack():
     s = Session(b"dev", keepalive=30)
     s.publish(b"t", b"early", 1)
-    s.start(0)
-    eq(out(s), [P.Connect("dev", True, 30)])
+    eq(start(s), [P.Connect("dev", True, 30)])
     eq(out(s), [])  # the PUBLISH waits for CONNACK
     recv(s, P.Connack(False, 0))
     eq(s.state, CONNECTED)
@@ -27,14 +27,12 @@ def test_MQTT_3_1_3_1_connect_carries_will_and_credentials_in_order():
     s.will = (b"dev/status", b"gone", 1, True)
     s.username = b"u"
     s.password = b"pw"
-    s.start(0)
-    eq(out(s), [P.Connect("dev", False, 5, "dev/status", b"gone", 1, True, "u", b"pw")])
+    eq(start(s), [P.Connect("dev", False, 5, "dev/status", b"gone", 1, True, "u", b"pw")])
 
 
 def test_MQTT_3_1_3_7_an_empty_client_id_needs_clean_session():
     s = Session(b"", clean_session=False)
-    s.start(0)
-    e = raises(ValueError, s.pack_next, 0)
+    e = raises(ValueError, s.start, 0)
     assert "MQTT-3.1.3-7" in str(e)
 
 
@@ -46,7 +44,7 @@ def test_connack_refusal_is_named():
         s.start(0)
         out(s)
         e = raises(ConnectRefused, recv, s, P.Connack(False, rc))
-        eq(e.code, rc)
+        eq(e.args[0], rc)
         assert reason in str(e), str(e)
         eq(s.state, DISCONNECTED)
 
@@ -54,7 +52,7 @@ def test_connack_refusal_is_named():
 def test_connack_reports_session_present():
     seen = []
     s = Session(b"dev", clean_session=False)
-    s.on_connack = seen.append
+    s.on_connect = seen.append
     s.start(0)
     out(s)
     recv(s, P.Connack(True, 0))
@@ -63,7 +61,7 @@ def test_connack_reports_session_present():
 
 
 def test_no_connack_within_the_connect_timeout_is_an_error():
-    s = Session(b"dev", connect_timeout=5000)
+    s = Session(b"dev", timeout=5)
     s.start(0)
     out(s, 0)
     s.tick(4999)
@@ -119,10 +117,10 @@ def test_qos1_completes_on_puback():
     log = events(s)
     pid = s.publish(b"a/b", b"hi", 1)
     eq(out(s), [P.Publish("a/b", b"hi", 1, packet_id=pid)])
-    assert s.holds(pid)
+    assert s.in_flight(pid)
     recv(s, P.Puback(pid))
     eq(log, [("delivered", pid)])
-    assert not s.holds(pid)
+    assert not s.in_flight(pid)
     eq(s.inflight, 0)
 
 
@@ -153,7 +151,6 @@ def test_in_flight_window_holds_new_publishes_until_an_ack():
     ids = [s.publish(b"t", bytes([48 + i]), 1) for i in range(4)]
     eq([p.packet_id for p in out(s)], ids[:2])
     eq(out(s), [])
-    assert not s.want_write()
     recv(s, P.Puback(ids[0]))
     eq([p.packet_id for p in out(s)], [ids[2]])
 
@@ -346,9 +343,9 @@ def test_MQTT_3_1_2_6_clean_session_discards_in_flight_but_keeps_the_queue():
 
 def test_messages_published_while_disconnected_go_out_after_connack():
     s = session(clean=False)
-    s.lost()
+    s.lost(0, None)
     s.publish(b"t", b"offline", 1)
-    assert not s.want_write()
+    eq(out(s), [])
     reconnect(s, True)
     eq([p.payload for p in out(s)], [b"offline"])
 
@@ -380,6 +377,7 @@ def test_MQTT_4_6_0_2_pubacks_go_in_the_order_the_publishes_arrived():
 
 def test_MQTT_4_6_0_3_pubrecs_go_in_the_order_the_publishes_arrived():
     s = session()
+    s.need_qos2()  # as a subscribe at QoS 2 does
     recv(s, P.Publish("a", b"1", 2, packet_id=4), P.Publish("a", b"2", 2, packet_id=2))
     eq(out(s), [P.Pubrec(4), P.Pubrec(2)])
 
@@ -387,6 +385,7 @@ def test_MQTT_4_6_0_3_pubrecs_go_in_the_order_the_publishes_arrived():
 def test_MQTT_4_3_3_2_inbound_qos2_is_delivered_once_and_its_id_kept_until_pubrel():
     # §4.3.3 method B: delivered on arrival, then only the packet id is kept until PUBREL
     s = session()
+    s.need_qos2()
     log = events(s)
     recv(s, P.Publish("q", b"once", 2, packet_id=5))
     eq(log, [("msg", b"q", b"once", 2)])
@@ -405,11 +404,25 @@ def test_MQTT_4_3_3_2_inbound_qos2_is_delivered_once_and_its_id_kept_until_pubre
 
 def test_a_retained_qos2_message_is_delivered_with_its_retain_flag():
     s = session()
+    s.need_qos2()
     flags = []
-    s.on_message = lambda t, m, f: flags.append(f)
+    s.cb = lambda t, m: flags.append((s.qos, s.retained))
     recv(s, P.Publish("q", b"kept", 2, retain=True, packet_id=8))
     recv(s, P.Pubrel(8))
-    eq([f & 1 for f in flags], [1])
+    eq(flags, [(2, True)])
+
+
+def test_qos2_to_a_session_that_never_asked_for_it_is_delivered_and_answered():
+    # a broker that sends QoS 2 on a QoS 1 subscription (aedes) breaks MQTT-3.8.4-6; the
+    # message is delivered and its flow answered all the same, and no code is loaded for it
+    s = session()
+    log = events(s)
+    recv(s, P.Publish("q", b"x", 2, packet_id=8))
+    eq(log, [("msg", b"q", b"x", 2)])
+    eq(out(s), [P.Pubrec(8)])
+    recv(s, P.Pubrel(8))
+    eq(out(s), [P.Pubcomp(8)])
+    assert s._q2 is None
 
 
 def test_MQTT_3_3_2_2_a_received_topic_is_checked_even_after_a_good_one():
@@ -419,6 +432,7 @@ def test_MQTT_3_3_2_2_a_received_topic_is_checked_even_after_a_good_one():
                       (b"a/\xed\xa0\x80", "MQTT-1.5.3-1"), (b"a/\x00", "MQTT-1.5.3-2")):
         for qos in (0, 1, 2):
             s = session()
+            s.need_qos2()
             log = events(s)
             s.receive(raw_publish(b"a/b", b"1"), 0)
             s.receive(raw_publish(b"a/b", b"2"), 0)
@@ -447,6 +461,7 @@ def test_any_number_of_unreleased_inbound_qos2_messages_is_taken():
     # MQTT 3.1.1 sets no limit on a broker's QoS 2 window: 40 unreleased messages (more
     # than max_inflight, more than the id table) are each delivered once and released
     s = session(max_inflight=1, queue_size=1)
+    s.need_qos2()
     log = events(s)
     for pid in range(1, 41):
         recv(s, P.Publish("q", b"%d" % pid, 2, packet_id=pid))
@@ -470,11 +485,14 @@ def test_a_burst_of_qos1_publishes_is_taken_while_the_acks_wait():
     data = b"".join(P.Publish("a", b"%d" % i, 1, packet_id=i + 1).encode() for i in range(40))
     i = 0
     acks = []
-    while i < len(data):
-        while i < len(data) and s.room():
-            i = s.feed(data, i, len(data), 0)
-            if s.reader.ready:
-                s.handle(0)
+    while i < len(data) or s.room() and out(s):
+        v = s.rx()  # read while there is room, as the I/O loops do
+        k = min(len(v), len(data) - i, 7)
+        v[:k] = data[i:i + k]
+        i += k
+        s.received(k, 0)
+        acks += out(s)
+        s.received(0, 0)
         acks += out(s)
     eq(len(log), 40)
     eq(acks, [P.Puback(i + 1) for i in range(40)])
@@ -489,7 +507,7 @@ def test_MQTT_3_8_4_5_a_suback_with_more_return_codes_than_filters_is_refused():
 
 
 def test_a_packet_stopped_half_way_is_a_dead_link_even_without_keepalive():
-    s = session(connect_timeout=2000)
+    s = session(timeout=2)
     s.receive(b"\x30\x10\x00\x01a", 1000)  # 5 of a PUBLISH's 18 bytes
     eq(s.tick(2000), 1000)
     e = raises(MQTTException, s.tick, 3000)
@@ -504,9 +522,9 @@ def test_waiting_for_the_next_packet_has_no_deadline_without_keepalive():
 def test_a_failing_callback_withdraws_the_ack_so_the_broker_redelivers():
     s = session()
 
-    def boom(t, m, f):
+    def boom(t, m):
         raise RuntimeError("app failed")
-    s.on_message = boom
+    s.cb = boom
     raises(RuntimeError, recv, s, P.Publish("a", b"1", 1, packet_id=3))
     eq(out(s), [])
 
@@ -519,7 +537,7 @@ def test_puback_for_an_unknown_id_is_a_protocol_error_and_loses_nothing():
     out(s)
     e = raises(ProtocolError, recv, s, P.Puback(pid + 1))
     assert "PUBACK" in str(e)
-    assert s.holds(pid)
+    assert s.in_flight(pid)
 
 
 def test_pubcomp_before_pubrec_is_a_protocol_error():
@@ -527,7 +545,7 @@ def test_pubcomp_before_pubrec_is_a_protocol_error():
     pid = s.publish(b"t", b"x", 2)
     out(s)
     raises(ProtocolError, recv, s, P.Pubcomp(pid))
-    assert s.holds(pid)
+    assert s.in_flight(pid)
 
 
 def test_MQTT_3_3_1_4_qos3_from_the_broker_is_a_protocol_error():
@@ -550,7 +568,6 @@ def test_an_oversize_packet_is_refused_before_it_is_read():
     s = session(max_packet=128)
     e = raises(ProtocolError, s.receive, b"\x30\xff\xff\xff\x7f", 0)  # claims 268 MB
     assert "max_packet" in str(e)
-    eq(len(s.reader.buf), 128)
 
 
 # ---- subscriptions
@@ -560,10 +577,11 @@ def test_subscribe_and_suback():
     log = events(s)
     pid = s.subscribe(b"a/+", 1)
     eq(out(s), [P.Subscribe(pid, [("a/+", 1)])])
-    assert s.sub_pending(pid)
+    eq(s.sub_result(pid), -1)
+    eq(s.sub_result(pid), -1)
     recv(s, P.Suback(pid, [1]))
-    eq(log, [("suback", pid, 1)])
-    assert not s.sub_pending(pid)
+    eq(s.sub_result(pid), 1)
+    assert s.sub_result(pid) >= 0
 
 
 def test_a_refused_subscription_is_reported_and_forgotten():
@@ -572,7 +590,7 @@ def test_a_refused_subscription_is_reported_and_forgotten():
     pid = s.subscribe(b"x/#", 0)
     out(s)
     recv(s, P.Suback(pid, [0x80]))
-    eq(log, [("suback", pid, 0x80)])
+    eq(s.sub_result(pid), 0x80)
     reconnect(s, False)
     eq(out(s), [])
 
@@ -585,8 +603,9 @@ def test_unsubscribe_and_unsuback():
     recv(s, P.Suback(pid, [0]))
     u = s.unsubscribe(b"a")
     eq(out(s), [P.Unsubscribe(u, ["a"])])
+    eq(s.sub_result(u), -1)
     recv(s, P.Unsuback(u))
-    eq(log[-1], ("unsuback", u))
+    eq(s.sub_result(u), 0)
 
 
 def test_subscriptions_are_made_again_when_the_broker_has_no_session():

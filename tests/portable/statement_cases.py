@@ -8,7 +8,7 @@ from session_kit import out, raw_out, recv, session, eq, events, reconnect
 
 
 def connect_flags(s):
-    c = raw_out(s)[0]
+    c = s.tx  # the CONNECT start() packed
     return c[9] if c[1] < 128 else c[10]  # after the fixed header, "MQTT" and the level
 
 
@@ -40,8 +40,7 @@ def test_MQTT_3_1_2_4_and_4_1_0_1_and_2_a_persistent_session_keeps_its_state_acr
 def test_MQTT_3_1_2_22_a_password_without_user_name_is_refused():
     s = Session(b"dev")
     s.password = b"pw"
-    s.start(0)
-    e = raises(ValueError, s.pack_next, 0)
+    e = raises(ValueError, s.start, 0)
     assert "MQTT-3.1.2-22" in str(e)
 
 
@@ -55,12 +54,10 @@ def test_MQTT_3_1_2_18_and_20_no_user_name_and_no_password_flags_without_them():
     s = Session(b"dev")
     s.start(0)
     eq(connect_flags(s) & 0xC0, 0)
-    s = Session(b"dev")
-    s.set_login("u", None)
+    s = Session(b"dev", user="u")
     s.start(0)
     eq(connect_flags(s) & 0xC0, 0x80)
-    s = Session(b"dev")
-    s.set_login("u", "pw")
+    s = Session(b"dev", user="u", password="pw")
     s.start(0)
     eq(connect_flags(s) & 0xC0, 0xC0)
 
@@ -72,17 +69,15 @@ def test_MQTT_3_1_3_4_and_10_and_11_client_id_will_topic_and_user_name_are_utf8(
         if k == 1:
             s.will = (bad, b"m", 0, False)
         elif k == 2:
-            s.set_login(bad, None)
-        s.start(0)
-        e = raises(ValueError, s.pack_next, 0)
+            s.username = bad
+        e = raises(ValueError, s.start, 0)
         assert "MQTT-1.5.3-1" in str(e), str(e)
 
 
 def test_MQTT_2_2_2_1_every_packet_the_client_writes_has_table_2_2_flags():
     s = Session(b"dev", keepalive=10, clean_session=False)
     s.will = (b"w", b"x", 1, False)
-    s.start(0)
-    written = raw_out(s)
+    written = [bytes(s.tx[: s.start(0)])]
     recv(s, P.Connack(False, 0))
     s.subscribe(b"a/#", 1)
     s.unsubscribe(b"b")
@@ -107,6 +102,7 @@ def test_MQTT_2_2_2_1_every_packet_the_client_writes_has_table_2_2_flags():
 
 def test_MQTT_2_3_1_6_acks_carry_the_id_of_the_publish_they_answer():
     s = session()
+    s.need_qos2()
     recv(s, P.Publish("in", b"1", 1, packet_id=301), P.Publish("in", b"2", 2, packet_id=302))
     eq(out(s), [P.Puback(301), P.Pubrec(302)])
     pid = s.publish(b"t", b"x", 2)
@@ -139,7 +135,8 @@ def test_MQTT_4_3_2_2_after_puback_the_same_id_is_a_new_message():
 
 
 def test_MQTT_4_5_0_2_a_message_the_application_ignores_is_still_acknowledged():
-    s = session()  # on_message left at its default: the message is dropped
+    s = session()  # no callback set: the message is dropped
+    s.need_qos2()
     recv(s, P.Publish("in", b"a", 1, packet_id=8), P.Publish("in", b"b", 2, packet_id=9))
     eq(out(s), [P.Puback(8), P.Pubrec(9)])
 

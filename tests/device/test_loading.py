@@ -1,0 +1,65 @@
+"""A program pays for what it uses: the client's feature modules are loaded by the option or
+call that needs them, never before and never by a packet's arrival. On MicroPython (the
+board tree as .mpy, 96 KB heap) against mosquitto: each scenario prints the fleetwire
+modules each step loaded (tests/device/loading_program.py)."""
+import os
+import subprocess
+
+import pytest
+
+from support import device_command
+
+PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loading_program.py")
+FEATURES = {"qos2", "store", "reconnect", "renew", "tls", "dropold", "ringstore", "filestore", "ramstore",
+            "aio", "vitals", "board", "runner"}
+# what the plain program loads, all of it at import
+PLAIN = {"client", "session", "errors", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
+
+
+def steps(board_lib, broker, scenario, *extra, port=None):
+    cmd, env = device_command("micropython", board_lib, PROGRAM)
+    r = subprocess.run(cmd + [broker.host, str(port or broker.port), scenario] + list(extra),
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = {}
+    for line in r.stdout.splitlines():
+        w = line.split()
+        if w[0] == "STEP":
+            out[w[1]] = set(w[2:])
+    return out
+
+
+@pytest.mark.micropython
+def test_a_plain_program_loads_no_feature_module(board_lib, mosquitto):
+    # connect, subscribe at QoS 1, publish at QoS 0 and 1, receive: umqtt.simple's program
+    s = steps(board_lib, mosquitto, "plain")
+    assert s["import"] <= PLAIN, s["import"]
+    loaded = set().union(*s.values())
+    assert not loaded & FEATURES, s
+    assert all(not v for k, v in s.items() if k != "import"), s  # nothing loads after the import
+
+
+@pytest.mark.micropython
+@pytest.mark.parametrize("scenario, step, modules", [
+    ("qos2", "publish2", {"qos2"}),            # the first publish at QoS 2
+    ("sub2", "subscribe", {"qos2"}),           # a subscription at QoS 2
+    ("persistent", "connect", {"qos2"}),       # a kept session may hold QoS 2 flows
+    ("store", "construct", {"store", "ramstore", "ringstore", "renew"}),  # store= (a RamStore is a ring)
+    ("reconnect", "construct", {"reconnect", "renew"}),  # reconnect=True
+    ("reconnect2", "connect2", {"renew"}),     # a connect() after the first
+    ("drop", "construct", {"dropold"}),       # drop_oldest=True
+    ("unsubscribe", "unsubscribe", set()),     # in the core
+    ("will", "connect", set()),                # in the core (CONNECT carries it)
+])
+def test_each_option_or_call_loads_its_own_module(board_lib, mosquitto, scenario, step, modules):
+    s = steps(board_lib, mosquitto, scenario)
+    got = {m for v in s.values() for m in v} - PLAIN
+    assert s[step] - PLAIN == modules, s
+    assert got == modules, s  # and nothing else, at no other step
+
+
+@pytest.mark.micropython
+def test_tls_loads_its_module_at_connect(board_lib, mosquitto_tls):
+    s = steps(board_lib, mosquitto_tls, "tls", mosquitto_tls.ca_der, port=mosquitto_tls.tls_port)
+    assert s["construct"] - PLAIN == set(), s
+    assert s["connect"] - PLAIN == {"tls"}, s
