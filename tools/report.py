@@ -23,7 +23,7 @@ def add_arguments(p):
     p.add_argument("--since", default=None,
                    help="only records with ts from this time on (ISO 8601 UTC, e.g. 2026-01-05 or 2026-01-05T12:00Z)")
     p.add_argument("--incremental", action="store_true",
-                   help="read only files not seen before (streaming file source, checkpoint, availableNow)")
+                   help="read only files not seen before and recompute only the hours they touch (state in --checkpoint, OUT/_state)")
     p.add_argument("--checkpoint", default=None, help="checkpoint directory (default OUT/_checkpoint)")
     p.add_argument("--format", choices=("ndjson", "parquet"), default="ndjson", help="input file format")
     p.add_argument("--silent-after", type=float, default=30,
