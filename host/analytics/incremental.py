@@ -78,8 +78,22 @@ def empty_snapshot():
 
 
 def _rel(root, uri):
+    """uri relative to the landing zone's root: the name the checkpoint knows a file by (so that the
+    zone, moved or named by another URI of the same place, still has its files seen)."""
+    if storage.is_local(root) and storage.is_local(uri):     # file:/x, file:///x and /x are one place
+        root, uri = storage.local_path(root), storage.local_path(uri)
     base = root.rstrip("/") + "/"
     return uri[len(base):] if uri.startswith(base) else uri
+
+
+def _abs(root, rel):
+    """The URI of a file the checkpoint names relative to the landing zone (as the listing gives it:
+    file:///x for a local zone)."""
+    if storage.scheme(rel) is not None or rel.startswith("/"):
+        return rel
+    if storage.is_local(root):
+        return "file://" + storage.join(storage.local_path(root), rel)
+    return storage.join(root, rel)
 
 
 def _day(hour_ms):
@@ -173,8 +187,7 @@ def stage(spark, store, cfg, p, n, rel_files, staging):
     target = storage.join(staging, "run=%d" % n)
     store.delete(target)
     job.phase(spark, "stage new files")
-    files = [storage.join(p.input, f) if storage.scheme(f) is None and not f.startswith("/") else f
-             for f in rel_files]
+    files = [_abs(p.input, f) for f in rel_files]
     shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
 
     def action(classified):

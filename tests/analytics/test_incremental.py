@@ -160,3 +160,17 @@ def test_a_late_file_recomputes_its_hours_and_the_windows_that_chain_to_them(run
     assert {h for t, h in changed if t == "device_window"} == own | following
     run_job(landing, tmp_path / "batch")
     same_tables(out, tmp_path / "batch")
+
+
+
+def test_a_landing_zone_moved_elsewhere_keeps_its_files_seen(month, spark, tmp_path):
+    """The checkpoint knows a file by its name under the landing zone, not by its absolute URI: the
+    zone copied to another directory, and named there by a file:// URI, has nothing new."""
+    import shutil
+    from fleetwire.host.analytics import job
+    base = month[0]
+    moved = tmp_path / "moved"
+    shutil.copytree(base / "landing", moved)
+    r = job.run(spark, job.Config(input="file://%s" % moved, out=str(base / "out"), incremental=True,
+                                  report=False, log=lambda m: None))
+    assert (r.new_files, r.new_records) == (0, 0)
