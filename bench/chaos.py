@@ -10,6 +10,7 @@ Clients: fleetwire on MicroPython (unix port, 96 KB heap), fleetwire on CPython,
 and paho-mqtt (PyPI) on CPython, each against the same mosquitto in one run.
 Time to recover: from a cut to the next CONNACK the client receives.
 """
+
 import argparse
 import collections
 import json
@@ -38,6 +39,7 @@ class Counter:
 
     def __init__(self, broker):
         import paho.mqtt.client as mqtt
+
         self.counts = collections.defaultdict(collections.Counter)
         self.lock = threading.Lock()
         self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="chaos-counter-%d" % os.getpid())
@@ -73,8 +75,9 @@ def random_cuts(rng, qos, n=997):
         elif r < 0.8:
             cuts.append(dict(direction="down", after="CONNACK"))
         else:
-            d, k = rng.choice([("up", "PUBLISH"), ("down", ack), ("down", done)]
-                              + ([("up", "PUBREL")] if qos == 2 else []))
+            d, k = rng.choice(
+                [("up", "PUBLISH"), ("down", ack), ("down", done)] + ([("up", "PUBREL")] if qos == 2 else [])
+            )
             cuts.append(dict(direction=d, after=k, nth=rng.randrange(1, 5)))
     return cuts
 
@@ -113,9 +116,14 @@ def run_device(interp, lib, broker, counter, cuts, qos, blackholes, n):
     t = threading.Thread(target=chaos, args=(proxy, cuts, blackholes, qos, stop), daemon=True)
     t.start()
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd + ["127.0.0.1", str(proxy.port), "chaos-" + interp, topic, str(qos), str(n),
-                                   str(KEEPALIVE)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd + ["127.0.0.1", str(proxy.port), "chaos-" + interp, topic, str(qos), str(n), str(KEEPALIVE)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     t.join()  # the chaos thread ends once enough cuts were made
     try:
         proc.stdin.write("stop\n")
@@ -134,6 +142,7 @@ def run_device(interp, lib, broker, counter, cuts, qos, blackholes, n):
 
 def run_paho(broker, counter, cuts, qos, blackholes, n):
     import paho.mqtt.client as mqtt
+
     proxy = Proxy((broker.host, broker.port)).start()
     topic = "chaos/paho"
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="chaos-paho", clean_session=False)
@@ -159,8 +168,16 @@ def run_paho(broker, counter, cuts, qos, blackholes, n):
     done = sum(i._published for i in infos)
     c.disconnect()
     c.loop_stop()
-    return finish("paho-mqtt 2 (CPython)", proxy, counter, topic, n, qos, connects[0] - 1,
-                  {"wall": wall, "unacked": n - done})
+    return finish(
+        "paho-mqtt 2 (CPython)",
+        proxy,
+        counter,
+        topic,
+        n,
+        qos,
+        connects[0] - 1,
+        {"wall": wall, "unacked": n - done},
+    )
 
 
 def finish(name, proxy, counter, topic, n, qos, reconnects, res):
@@ -174,20 +191,34 @@ def finish(name, proxy, counter, topic, n, qos, reconnects, res):
     dup = sum(counts[m] - 1 for m in want if counts[m] > 1)
     rec = proxy.recoveries
     proxy.stop()
-    return {"client": name, "cuts": proxy.cuts, "messages": n, "delivered": sum(1 for m in want if counts[m]),
-            "lost": lost, "dup": dup, "reconnects": reconnects,
-            "recover_ms": statistics.median(rec) * 1000 if rec else float("nan"),
-            "recover_p95_ms": sorted(rec)[int(len(rec) * 0.95)] * 1000 if rec else float("nan"),
-            "wall": res["wall"], "note": ("%d never acknowledged" % res["unacked"]) if res.get("unacked") else ""}
+    return {
+        "client": name,
+        "cuts": proxy.cuts,
+        "messages": n,
+        "delivered": sum(1 for m in want if counts[m]),
+        "lost": lost,
+        "dup": dup,
+        "reconnects": reconnects,
+        "recover_ms": statistics.median(rec) * 1000 if rec else float("nan"),
+        "recover_p95_ms": sorted(rec)[int(len(rec) * 0.95)] * 1000 if rec else float("nan"),
+        "wall": res["wall"],
+        "note": ("%d never acknowledged" % res["unacked"]) if res.get("unacked") else "",
+    }
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cuts", type=int, default=10000, help="cut points per fleetwire client (default 10000)")
-    ap.add_argument("--paho-cuts", type=int, default=2000,
-                    help="paho: messages = 3 x this (it goes through few cuts: see the README)")
+    ap.add_argument(
+        "--paho-cuts",
+        type=int,
+        default=2000,
+        help="paho: messages = 3 x this (it goes through few cuts: see the README)",
+    )
     ap.add_argument("--qos", type=int, default=2, choices=(1, 2))
-    ap.add_argument("--blackholes", type=int, default=2, help="blackouts per client (keepalive %d s)" % KEEPALIVE)
+    ap.add_argument(
+        "--blackholes", type=int, default=2, help="blackouts per client (keepalive %d s)" % KEEPALIVE
+    )
     ap.add_argument("--clients", default="micropython,cpython,paho")
     a = ap.parse_args()
     clients = a.clients.split(",")
@@ -206,19 +237,46 @@ def main():
                     rows.append(run_paho(broker, counter, a.paho_cuts, a.qos, a.blackholes, a.paho_cuts * 3))
                 else:
                     # it publishes until the cuts are done (at most 100 messages a cut)
-                    rows.append(run_device(cl, lib, broker, counter, a.cuts, a.qos, a.blackholes, a.cuts * 100))
+                    rows.append(
+                        run_device(cl, lib, broker, counter, a.cuts, a.qos, a.blackholes, a.cuts * 100)
+                    )
         finally:
             counter.close()
-    print("\nChaos bench: QoS %d, every connection cut at a random point, %d blackouts per client, "
-          "mosquitto %s" % (a.qos, a.blackholes, broker.binary))
-    hdr = ("client", "cut points", "messages", "delivered", "lost", "duplicated", "reconnects",
-           "recover p50 ms", "recover p95 ms", "seconds")
+    print(
+        "\nChaos bench: QoS %d, every connection cut at a random point, %d blackouts per client, "
+        "mosquitto %s" % (a.qos, a.blackholes, broker.binary)
+    )
+    hdr = (
+        "client",
+        "cut points",
+        "messages",
+        "delivered",
+        "lost",
+        "duplicated",
+        "reconnects",
+        "recover p50 ms",
+        "recover p95 ms",
+        "seconds",
+    )
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     for r in rows:
-        print("| %s | %d | %d | %d | %d | %d | %d | %.1f | %.1f | %.1f |%s" % (
-            r["client"], r["cuts"], r["messages"], r["delivered"], r["lost"], r["dup"], r["reconnects"],
-            r["recover_ms"], r["recover_p95_ms"], r["wall"], (" " + r["note"]) if r["note"] else ""))
+        print(
+            "| %s | %d | %d | %d | %d | %d | %d | %.1f | %.1f | %.1f |%s"
+            % (
+                r["client"],
+                r["cuts"],
+                r["messages"],
+                r["delivered"],
+                r["lost"],
+                r["dup"],
+                r["reconnects"],
+                r["recover_ms"],
+                r["recover_p95_ms"],
+                r["wall"],
+                (" " + r["note"]) if r["note"] else "",
+            )
+        )
     print("\ncut points in all: %d" % sum(r["cuts"] for r in rows))
 
 

@@ -19,6 +19,7 @@ except ImportError:
     def ticks_diff(a, b):
         return a - b
 
+
 host, port, cid, topic = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 qos, n, keepalive = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 stats = {"connected": 0, "lost": 0}
@@ -32,8 +33,18 @@ def lost(reason):
     stats["lost"] += 1
 
 
-c = MQTTClient(cid, host, port, keepalive=keepalive, reconnect=True, backoff_min=0.005,
-               backoff_max=0.01, max_inflight=8, queue_size=16, takeover_kicks=0)
+c = MQTTClient(
+    cid,
+    host,
+    port,
+    keepalive=keepalive,
+    reconnect=True,
+    backoff_min=0.005,
+    backoff_max=0.01,
+    max_inflight=8,
+    queue_size=16,
+    takeover_kicks=0,
+)
 c.on_connect = connected
 c.on_disconnect = lost
 t0 = ticks_ms()
@@ -60,5 +71,8 @@ while i < n or c.pending:
     c.loop(5)
 ms = ticks_diff(ticks_ms(), t0)
 c.disconnect()
-print(json.dumps({"published": i, "lost_links": stats["lost"], "connects": stats["connected"],
-                  "seconds": ms / 1000}))
+print(
+    json.dumps(
+        {"published": i, "lost_links": stats["lost"], "connects": stats["connected"], "seconds": ms / 1000}
+    )
+)

@@ -12,6 +12,7 @@ lib/micropython-lib submodule, or the --umqtt checkout, is needed by its build).
 the bench builds a unix port with both clients frozen in, as a board's firmware built
 from firmware/manifest.py carries them, and measures the heap with code in flash.
 """
+
 import argparse
 import os
 import shutil
@@ -35,8 +36,19 @@ def compile_mpy(src, out_dir, name):
     """Compile src with mpy-cross into out_dir/NAME.mpy (recorded as NAME.py), with -O3 as
     `fleetwire build --mpy` compiles fleetwire (the same settings for every client in the
     bench); stop the bench with mpy-cross's message if it fails."""
-    r = subprocess.run([build.mpy_cross_command(), "-O3", "-o", os.path.join(out_dir, name + ".mpy"),
-                        "-s", name + ".py", src], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            build.mpy_cross_command(),
+            "-O3",
+            "-o",
+            os.path.join(out_dir, name + ".mpy"),
+            "-s",
+            name + ".py",
+            src,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode:
         sys.exit(r.stderr)
 
@@ -67,6 +79,7 @@ class Counter:
         import socket
         from fleetwire.codec import wire
         from fleetwire.codec.stream import PacketReader
+
         self.n = 0
         self.last = None
         self.lock = threading.Lock()
@@ -141,13 +154,25 @@ def frozen_build(src, lib, mpy_lib, work, m32=False, packages=("fleetwire", "umq
             if os.path.isdir(os.path.join(lib, pkg)):
                 f.write("package(%r, base_path=%r, opt=3)\n" % (pkg, lib))
     jobs = "-j%d" % (os.cpu_count() or 1)
-    for cmd in (["make", "-C", os.path.join(src, "mpy-cross"), jobs],
-                ["make", "-C", os.path.join(src, "ports", "unix"), jobs, "VARIANT=standard",
-                 "BUILD=" + os.path.join(work, "build"), "FROZEN_MANIFEST=" + manifest,
-                 "MPY_LIB_DIR=" + mpy_lib,
-                 # modules neither client needs, whose sources are further submodules
-                 "MICROPY_PY_FFI=0", "MICROPY_PY_BTREE=0", "MICROPY_PY_SSL=0", "MICROPY_SSL_MBEDTLS=0"]
-                + (["CFLAGS_EXTRA=-m32", "LDFLAGS_EXTRA=-m32"] if m32 else [])):
+    for cmd in (
+        ["make", "-C", os.path.join(src, "mpy-cross"), jobs],
+        [
+            "make",
+            "-C",
+            os.path.join(src, "ports", "unix"),
+            jobs,
+            "VARIANT=standard",
+            "BUILD=" + os.path.join(work, "build"),
+            "FROZEN_MANIFEST=" + manifest,
+            "MPY_LIB_DIR=" + mpy_lib,
+            # modules neither client needs, whose sources are further submodules
+            "MICROPY_PY_FFI=0",
+            "MICROPY_PY_BTREE=0",
+            "MICROPY_PY_SSL=0",
+            "MICROPY_SSL_MBEDTLS=0",
+        ]
+        + (["CFLAGS_EXTRA=-m32", "LDFLAGS_EXTRA=-m32"] if m32 else []),
+    ):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             sys.exit("building MicroPython failed: %s\n%s" % (" ".join(cmd), (r.stdout + r.stderr)[-3000:]))
@@ -170,8 +195,18 @@ def compile_harness(tmp):
 def run_device(lib, client, what, broker, heap="256K", n=0, on_line=None, timeout=300, binary=None):
     env = dict(os.environ)
     env["MICROPYPATH"] = os.pathsep.join([HARNESS, lib, ".frozen"])
-    cmd = [binary or micropython.binary(), "-X", "heapsize=" + heap, "-m", "client_device", client, what, broker.host,
-           str(broker.port), str(n)]
+    cmd = [
+        binary or micropython.binary(),
+        "-X",
+        "heapsize=" + heap,
+        "-m",
+        "client_device",
+        client,
+        what,
+        broker.host,
+        str(broker.port),
+        str(n),
+    ]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     result = None
     for line in p.stdout:
@@ -196,6 +231,7 @@ def qstr_bytes(lib, client, broker, mpy_tool=None):
             totals.append(int(l.split("n_total_bytes=")[1].split(",")[0]))
         elif l.startswith("MODULES "):
             modules.extend(l.split()[1:])
+
     if run_device(lib, client, "qstr", broker, on_line=line) is None or len(totals) != 2:
         return None, None
     code = None
@@ -207,7 +243,7 @@ def qstr_bytes(lib, client, broker, mpy_tool=None):
             r = subprocess.run([sys.executable, mpy_tool, "-d", path], capture_output=True, text=True)
             for x in r.stdout.splitlines():
                 x = x.split()
-                if x[:2] == ["raw", "bytecode:"]:   # "raw bytecode: SIZE HEX"
+                if x[:2] == ["raw", "bytecode:"]:  # "raw bytecode: SIZE HEX"
                     code += int(x[2])
     return totals[1] - totals[0], code
 
@@ -215,8 +251,14 @@ def qstr_bytes(lib, client, broker, mpy_tool=None):
 def rate(lib, client, what, broker, counter, n):
     counter.reset()
     t = {}
-    ok = run_device(lib, client, what, broker, n=n,
-                    on_line=lambda l: t.setdefault("go", time.perf_counter()) if l == "GO" else None)
+    ok = run_device(
+        lib,
+        client,
+        what,
+        broker,
+        n=n,
+        on_line=lambda l: t.setdefault("go", time.perf_counter()) if l == "GO" else None,
+    )
     if ok is None or not counter.wait(n):
         return None
     return n / (counter.last - t["go"])
@@ -226,6 +268,7 @@ def run_fed(lib, client, what, broker, topic, payloads, qos, **kw):
     """run_device, with a paho-mqtt publisher that sends payloads to topic once the
     device prints READY -> the device's result."""
     import paho.mqtt.client as mqtt
+
     pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
     pub.connect(broker.host, broker.port)
     pub.loop_start()
@@ -234,6 +277,7 @@ def run_fed(lib, client, what, broker, topic, payloads, qos, **kw):
         if line == "READY":
             for p in payloads:
                 pub.publish(topic, p, qos=qos)
+
     try:
         return run_device(lib, client, what, broker, on_line=feed, timeout=60, **kw)
     finally:
@@ -248,9 +292,23 @@ def alloc_rx(lib, client, what, broker, binary=None):
 
 def min_heap(lib, client, broker, binary=None):
     """Smallest -X heapsize (KB) at which the scenario succeeds."""
+
     def ok(kb):
-        return run_fed(lib, client, "scenario", broker, "bench/in", [b"m%d" % i for i in range(10)], 1,
-                       heap="%dK" % kb, binary=binary) == 1
+        return (
+            run_fed(
+                lib,
+                client,
+                "scenario",
+                broker,
+                "bench/in",
+                [b"m%d" % i for i in range(10)],
+                1,
+                heap="%dK" % kb,
+                binary=binary,
+            )
+            == 1
+        )
+
     return smallest(ok, 4, 256)
 
 
@@ -272,6 +330,7 @@ def cpython_rates(broker, n):
     """QoS 0 and 1 publishes/s on CPython: fleetwire (pipelined) and paho-mqtt."""
     import paho.mqtt.client as mqtt
     from fleetwire import MQTTClient
+
     out = {}
     counter = Counter(broker)
     for qos in (0, 1):
@@ -312,9 +371,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--umqtt", help="micropython-lib checkout or umqtt/simple.py (read at bench time)")
     ap.add_argument("--micropython-src", help="MicroPython source tree: also measure both clients frozen")
-    ap.add_argument("--m32", action="store_true",
-                    help="with --micropython-src: also build a 32-bit unix port (needs gcc-multilib) and "
-                         "measure the heap there, as on a 32-bit board such as the ESP32")
+    ap.add_argument(
+        "--m32",
+        action="store_true",
+        help="with --micropython-src: also build a 32-bit unix port (needs gcc-multilib) and "
+        "measure the heap there, as on a 32-bit board such as the ESP32",
+    )
     ap.add_argument("--n", type=int, default=2000, help="messages per throughput run")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
     args = ap.parse_args()
@@ -333,17 +395,21 @@ def main():
     if args.micropython_src:
         src = os.path.abspath(args.micropython_src)
         mpy_lib = os.path.join(src, "lib", "micropython-lib")
-        if not os.path.exists(os.path.join(mpy_lib, "README.md")) and args.umqtt and os.path.isdir(args.umqtt):
+        if (
+            not os.path.exists(os.path.join(mpy_lib, "README.md"))
+            and args.umqtt
+            and os.path.isdir(args.umqtt)
+        ):
             mpy_lib = os.path.abspath(args.umqtt)
         print("building MicroPython's unix port with the clients frozen ...", flush=True)
         frozen = frozen_build(src, trees[False], mpy_lib, os.path.join(tmp, "frozen"))
         if args.m32:
             print("building it again, 32-bit ...", flush=True)
             frozen32 = frozen_build(src, trees[False], mpy_lib, os.path.join(tmp, "frozen32"), m32=True)
-        empty = os.path.join(tmp, "empty")   # MICROPYPATH with no files: imports come from .frozen
+        empty = os.path.join(tmp, "empty")  # MICROPYPATH with no files: imports come from .frozen
         os.makedirs(empty)
 
-    runs = {}   # (client, what) -> every run's value, for the spread of the rates
+    runs = {}  # (client, what) -> every run's value, for the spread of the rates
 
     def med(f, key=None):
         vals = [v for v in (f() for _ in range(args.repeat)) if v is not None]
@@ -358,14 +424,16 @@ def main():
             res[cl, "import .py"] = med(lambda: run_device(trees[False], cl, "import", broker))
             res[cl, "import .mpy"] = med(lambda: run_device(trees[True], cl, "import", broker))
             res[cl, "  of it, names"], res[cl, "  of it, bytecode"] = qstr_bytes(
-                trees[True], cl, broker, args.micropython_src and os.path.join(src, "tools", "mpy-tool.py"))
+                trees[True], cl, broker, args.micropython_src and os.path.join(src, "tools", "mpy-tool.py")
+            )
             res[cl, "connect+subscribe"] = med(lambda: run_device(trees[True], cl, "connect", broker))
             res[cl, "alloc/QoS0 publish"] = med(lambda: run_device(trees[True], cl, "alloc0", broker))
             res[cl, "alloc/QoS1 publish"] = med(lambda: run_device(trees[True], cl, "alloc1", broker))
             for what in ("allocrx0", "allocrx1"):
                 res[cl, what] = med(lambda: alloc_rx(trees[True], cl, what, broker))
-            res[cl, "rx0"] = med(lambda: run_fed(trees[True], cl, "rx0", broker, "bench/rx",
-                                                 [b"r" * 64] * args.n, 0, n=args.n))
+            res[cl, "rx0"] = med(
+                lambda: run_fed(trees[True], cl, "rx0", broker, "bench/rx", [b"r" * 64] * args.n, 0, n=args.n)
+            )
             for what in ("calls0", "calls0-nodelay", "calls0-nagle", "calls0-code"):
                 res[cl, what] = med(lambda: run_device(trees[True], cl, what, broker, n=5 * args.n))
             for what in ("rate0", "rate0-nodelay", "rate0-nagle", "rate1", "rate1-nodelay", "rate1-nagle"):
@@ -375,22 +443,33 @@ def main():
                 res[cl, what] = med(lambda: rate(trees[True], cl, what, broker, counter, n), (cl, what))
             res[cl, "min heap KB"] = min_heap(trees[True], cl, broker)
             if frozen:
-                res[cl, "import (frozen)"] = med(lambda: run_device(empty, cl, "import", broker, binary=frozen))
-                res[cl, "connect (frozen)"] = med(lambda: run_device(empty, cl, "connect", broker, binary=frozen))
+                res[cl, "import (frozen)"] = med(
+                    lambda: run_device(empty, cl, "import", broker, binary=frozen)
+                )
+                res[cl, "connect (frozen)"] = med(
+                    lambda: run_device(empty, cl, "connect", broker, binary=frozen)
+                )
                 res[cl, "min heap KB (frozen)"] = min_heap(empty, cl, broker, binary=frozen)
             if frozen32:
                 # the same binary loads the .mpy tree (first on the path) or its frozen copy
-                for what, lib in (("import", trees[True]), ("connect", trees[True]),
-                                  ("import (frozen)", empty), ("connect (frozen)", empty)):
-                    res[cl, what + " 32"] = med(lambda: run_device(lib, cl, what.split()[0], broker,
-                                                                   binary=frozen32))
+                for what, lib in (
+                    ("import", trees[True]),
+                    ("connect", trees[True]),
+                    ("import (frozen)", empty),
+                    ("connect (frozen)", empty),
+                ):
+                    res[cl, what + " 32"] = med(
+                        lambda: run_device(lib, cl, what.split()[0], broker, binary=frozen32)
+                    )
                 # allocation at 32-bit object sizes: an int of 2**30 or more is a heap object there
                 for what in ("alloc0", "alloc1"):
-                    res[cl, what + " 32"] = med(lambda: run_device(trees[True], cl, what, broker,
-                                                                   binary=frozen32))
+                    res[cl, what + " 32"] = med(
+                        lambda: run_device(trees[True], cl, what, broker, binary=frozen32)
+                    )
                 for what in ("allocrx0", "allocrx1"):
-                    res[cl, what + " 32"] = med(lambda: alloc_rx(trees[True], cl, what, broker,
-                                                                 binary=frozen32))
+                    res[cl, what + " 32"] = med(
+                        lambda: alloc_rx(trees[True], cl, what, broker, binary=frozen32)
+                    )
                 res[cl, "min heap KB 32"] = min_heap(trees[True], cl, broker, binary=frozen32)
                 res[cl, "min heap KB (frozen) 32"] = min_heap(empty, cl, broker, binary=frozen32)
         counter.close()
@@ -401,27 +480,42 @@ def main():
     if "umqtt" in clients:
         head += "%12s" % "ratio"
     print(head)
-    for what, label in (("import .py", None), ("import .mpy", None), ("  of it, names", None),
-                        ("  of it, bytecode", None),
-                        ("connect+subscribe", None),
-                        ("import (frozen)", None), ("connect (frozen)", None),
-                        ("alloc/QoS0 publish", None), ("alloc/QoS1 publish", None),
-                        ("allocrx0", "alloc/QoS0 receive"), ("allocrx1", "alloc/QoS1 receive"),
-                        ("calls0", "QoS0 calls/s (device)"), ("calls0-nodelay", "  both TCP_NODELAY"),
-                        ("calls0-nagle", "  both Nagle"), ("calls0-code", "  code only"),
-                        ("rx0", "QoS0 received msg/s"),
-                        ("rate0", "QoS0 msg/s"), ("rate0-nodelay", "  both TCP_NODELAY"),
-                        ("rate0-nagle", "  both Nagle"),
-                        ("rate1", "QoS1 msg/s"), ("rate1-nodelay", "  both TCP_NODELAY"),
-                        ("rate1-nagle", "  both Nagle"),
-                        ("min heap KB", None), ("min heap KB (frozen)", None),
-                        ("import 32", "import .mpy, 32-bit"), ("connect 32", "connect+subscribe, 32"),
-                        ("import (frozen) 32", "import (frozen), 32"),
-                        ("connect (frozen) 32", "connect (frozen), 32"),
-                        ("alloc0 32", "alloc/QoS0 publish, 32"), ("alloc1 32", "alloc/QoS1 publish, 32"),
-                        ("allocrx0 32", "alloc/QoS0 receive, 32"), ("allocrx1 32", "alloc/QoS1 receive, 32"),
-                        ("min heap KB 32", "min heap KB, 32"),
-                        ("min heap KB (frozen) 32", "  (frozen), 32")):
+    for what, label in (
+        ("import .py", None),
+        ("import .mpy", None),
+        ("  of it, names", None),
+        ("  of it, bytecode", None),
+        ("connect+subscribe", None),
+        ("import (frozen)", None),
+        ("connect (frozen)", None),
+        ("alloc/QoS0 publish", None),
+        ("alloc/QoS1 publish", None),
+        ("allocrx0", "alloc/QoS0 receive"),
+        ("allocrx1", "alloc/QoS1 receive"),
+        ("calls0", "QoS0 calls/s (device)"),
+        ("calls0-nodelay", "  both TCP_NODELAY"),
+        ("calls0-nagle", "  both Nagle"),
+        ("calls0-code", "  code only"),
+        ("rx0", "QoS0 received msg/s"),
+        ("rate0", "QoS0 msg/s"),
+        ("rate0-nodelay", "  both TCP_NODELAY"),
+        ("rate0-nagle", "  both Nagle"),
+        ("rate1", "QoS1 msg/s"),
+        ("rate1-nodelay", "  both TCP_NODELAY"),
+        ("rate1-nagle", "  both Nagle"),
+        ("min heap KB", None),
+        ("min heap KB (frozen)", None),
+        ("import 32", "import .mpy, 32-bit"),
+        ("connect 32", "connect+subscribe, 32"),
+        ("import (frozen) 32", "import (frozen), 32"),
+        ("connect (frozen) 32", "connect (frozen), 32"),
+        ("alloc0 32", "alloc/QoS0 publish, 32"),
+        ("alloc1 32", "alloc/QoS1 publish, 32"),
+        ("allocrx0 32", "alloc/QoS0 receive, 32"),
+        ("allocrx1 32", "alloc/QoS1 receive, 32"),
+        ("min heap KB 32", "min heap KB, 32"),
+        ("min heap KB (frozen) 32", "  (frozen), 32"),
+    ):
         if (what.endswith("(frozen)") and not frozen) or (what.endswith(" 32") and not frozen32):
             continue
         line = "%-24s" % (label or what)

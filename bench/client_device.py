@@ -21,6 +21,7 @@ if what == "qstr":
     # interned names the import adds: micropython.qstr_info() prints its pool totals,
     # before and after (the host takes the difference of n_total_bytes)
     import micropython
+
     micropython.qstr_info()
 base = mem()
 if client == "fleetwire":
@@ -79,6 +80,7 @@ def fed(qos):
 
     def count(t, m):
         got[0] += 1
+
     c.set_callback(count)
     c.subscribe(b"bench/rx", qos)
     ready()
@@ -137,6 +139,7 @@ if what == "rx0":
     # received QoS 0 messages per second, device side: the host publishes n messages of 64 B
     # after READY; they pile up in the socket while the device sleeps, then it drains them
     import time
+
     got = fed(0)
     time.sleep_ms(1500)
 
@@ -145,6 +148,7 @@ if what == "rx0":
         while got[0] < n:
             c.wait_msg()
         return time.ticks_diff(time.ticks_us(), t0)
+
     dt = drain(c, got, n)
     print("RESULT rx0 %d" % (n * 1000000 // dt))
     c.disconnect()
@@ -156,20 +160,23 @@ if what.startswith("calls0"):
     # calls0-code: the writes go to /dev/null, leaving the client's own code (on a board,
     # where the interpreter is tens of times slower, that is the cost that counts)
     import time
+
     same_socket_option(what)
     if what == "calls0-code":
         null = open("/dev/null", "wb")
         if client == "fleetwire":
-            c._send = null.write   # bound to the socket's write when it connected
+            c._send = null.write  # bound to the socket's write when it connected
         else:
             c.sock = null
+
     def timed(pub, topic, payload, n):
         # locals only: the harness's own globals stay off the measured path (where a name
         # lands in its dict moved this figure by half)
         t0 = time.ticks_us()
-        for i in range(n):
+        for _i in range(n):
             pub(topic, payload, False, 0)
         return time.ticks_diff(time.ticks_us(), t0)
+
     # not bench/out: the subscriber counting the rates must not see these
     dt = timed(c.publish, b"bench/calls", payload, n)
     print("RESULT %s %d" % (what, n * 1000000 // dt))
@@ -184,7 +191,7 @@ if what.startswith("rate"):
     print("GO")
     if hasattr(sys.stdout, "flush"):
         sys.stdout.flush()
-    for i in range(n):
+    for _i in range(n):
         publish(qos)
     if client == "fleetwire":
         while c.pending:
@@ -195,7 +202,7 @@ if what.startswith("rate"):
 
 if what == "scenario":
     # connect + subscribe (done), 100 QoS 1 publishes, then receive 10 messages
-    for i in range(100):
+    for _i in range(100):
         c.publish(topic, payload, False, 1)
     ready()
     while len(inbox) < 10:

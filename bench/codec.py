@@ -17,6 +17,7 @@ MicroPython runs it against a freshly built .mpy board tree (`fleetwire build --
 Rates are wall-clock (time.ticks_us on MicroPython, time.perf_counter on CPython) and
 include the Python call; bytes/op is gc.mem_alloc() growth with the collector off.
 """
+
 import argparse
 import os
 import subprocess
@@ -46,30 +47,28 @@ def parse(out):
 def run_micropython(seconds, heap):
     with tempfile.TemporaryDirectory() as tmp:
         build.build(tmp, mpy=True)
-        r = micropython.run([DEVICE, str(seconds)], lib=os.path.join(tmp, "lib"), heap=heap,
-                            timeout=900)
+        r = micropython.run([DEVICE, str(seconds)], lib=os.path.join(tmp, "lib"), heap=heap, timeout=900)
     return parse(r.stdout + r.stderr)
 
 
 def run_cpython(seconds):
-    r = subprocess.run([sys.executable, DEVICE, str(seconds)], capture_output=True, text=True,
-                       timeout=900)
+    r = subprocess.run([sys.executable, DEVICE, str(seconds)], capture_output=True, text=True, timeout=900)
     return parse(r.stdout + r.stderr)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=0.3, help="time per row (default 0.3)")
     ap.add_argument("--heap", default="256K", help="MicroPython heap (default 256K)")
     args = ap.parse_args()
     mp = run_micropython(args.seconds, args.heap)
     cp = run_cpython(args.seconds)
     keys = sorted(mp, key=lambda k: (ORDER.index(k[0]), list(mp).index(k)))
-    print("fleetwire codec, packets/s (MicroPython unix port %s, heap %s; CPython %s)"
-          % (micropython.binary(), args.heap, sys.version.split()[0]))
-    head = "%-11s %-18s %14s %14s %12s" % ("op", "packet", "CPython/s", "MicroPython/s",
-                                           "MP bytes/op")
+    print(
+        "fleetwire codec, packets/s (MicroPython unix port %s, heap %s; CPython %s)"
+        % (micropython.binary(), args.heap, sys.version.split()[0])
+    )
+    head = "%-11s %-18s %14s %14s %12s" % ("op", "packet", "CPython/s", "MicroPython/s", "MP bytes/op")
     print(head)
     print("-" * len(head))
     last = None
@@ -79,8 +78,7 @@ def main():
         last = kind
         c = cp.get((kind, name), (0.0, -1))[0]
         m, alloc = mp[(kind, name)]
-        print("%-11s %-18s %14s %14s %12d" % (kind, name, "{:,.0f}".format(c),
-                                            "{:,.0f}".format(m), alloc))
+        print("%-11s %-18s %14s %14s %12d" % (kind, name, "{:,.0f}".format(c), "{:,.0f}".format(m), alloc))
 
 
 if __name__ == "__main__":

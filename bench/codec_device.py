@@ -28,6 +28,7 @@ else:
     def elapsed_s(t0):
         return now() - t0
 
+
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 0.3
 
 buf = bytearray(1100)
@@ -81,6 +82,7 @@ def framed(data):
         n = reader.size
         reader.reset()
         return n
+
     return f
 
 
@@ -90,6 +92,7 @@ def dec_publish(data):
         r = wire.publish_fields(reader.first, reader.buf, reader.size)
         reader.reset()
         return r
+
     return f
 
 
@@ -99,6 +102,7 @@ def dec_puback(data):
         pid = wire.ack_id(reader.first >> 4, reader.buf, reader.size)
         reader.reset()
         return pid
+
     return f
 
 
@@ -108,6 +112,7 @@ def obj_decode(data):
         p = packets.decode(reader.first, reader.buf, reader.size)
         reader.reset()
         return p
+
     return f
 
 
@@ -155,8 +160,15 @@ CASES += [
     ("check", "name ascii", lambda: wire.check_name(TOPIC)),
     ("check", "filter ascii", lambda: wire.check_filter(FILTERS[0][0])),
 ]
-for name in ("CONNECT", "PUBLISH 64B QoS0", "PUBLISH 64B QoS1", "PUBLISH 1KB QoS0",
-             "PUBLISH 1KB QoS1", "PUBACK", "SUBSCRIBE"):
+for name in (
+    "CONNECT",
+    "PUBLISH 64B QoS0",
+    "PUBLISH 64B QoS1",
+    "PUBLISH 1KB QoS0",
+    "PUBLISH 1KB QoS1",
+    "PUBACK",
+    "SUBSCRIBE",
+):
     CASES.append(("obj-encode", name, OBJ[name].encode))
     CASES.append(("obj-decode", name, obj_decode(PKT[name])))
 

@@ -267,7 +267,7 @@ def main():
     ap.add_argument("--plain32", help="a plain 32-bit unix port (only the port's own modules frozen)")
     ap.add_argument(
         "--micropython-src",
-        help="MicroPython checkout: build the frozen 32-bit port " "(and the plain one, without --plain32)",
+        help="MicroPython checkout: build the frozen 32-bit port (and the plain one, without --plain32)",
     )
     ap.add_argument(
         "--micropython-lib", help="micropython-lib for the build (default: SRC/lib/micropython-lib)"
@@ -277,7 +277,7 @@ def main():
     args = ap.parse_args()
     if not args.plain32 and not args.micropython_src:
         ap.error(
-            "give --plain32 BINARY or --micropython-src SRC " "(a plain 32-bit port is the bench's main port)"
+            "give --plain32 BINARY or --micropython-src SRC (a plain 32-bit port is the bench's main port)"
         )
     tmp = tempfile.mkdtemp(prefix="fw-heap-")
     try:
@@ -463,8 +463,7 @@ def report(args, configs, programs, res, probes, mods, mpy_lib):
     plain_mods = set(plain["steps"][-1][2])
     print("Each feature over the plain program (%s): after connect + subscribe, the difference," % word0)
     print(
-        "the scenario's last step, and the modules it loads that the plain program does not "
-        "(at which step)"
+        "the scenario's last step, and the modules it loads that the plain program does not (at which step)"
     )
     print("  %-12s%10s%10s%12s  %s" % ("feature", "connect", "+", "end", "modules"))
     print("  %-12s%10d%10s%12d" % ("(plain)", at(plain, "subscribe"), "", plain["steps"][-1][1]))

@@ -12,7 +12,7 @@ async def scenario(asyncio, AsyncClient):
     await c.subscribe(b"bench/in", 1)
     step("subscribe")
     msg = b"x" * 64
-    for i in range(100):
+    for _i in range(100):
         await c.publish(b"bench/out", msg, False, 1)
     step("publish")
     ready()

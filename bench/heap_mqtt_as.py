@@ -17,7 +17,7 @@ async def scenario(asyncio, MQTTClient, config):
     await c.subscribe(b"bench/in", 1)
     step("subscribe")
     msg = b"x" * 64
-    for i in range(100):
+    for _i in range(100):
         await c.publish(b"bench/out", msg, False, 1)
     step("publish")
     ready()

@@ -7,10 +7,11 @@ definitions (tests/analytics/analytics_reference.py), on generated fleets of 1M 
 
 Each engine runs in its own process; the bench samples /proc for that process tree's CPU time
 and peak resident memory. "job s" is the engine's own time for the job (Spark: after the
-session is up, tables written; DuckDB: the same tables, `clean` included, computed and written), "start s" the JVM and SparkSession start
-(fixed, not in "job s"), "process s" includes start-up. The
+session is up, tables written; DuckDB: the same tables, `clean` included, computed and written),
+"start s" the JVM and SparkSession start (fixed, not in "job s"), "process s" includes start-up. The
 results are compared (same keys, floats within 1e-6 relative) and the Spark/DuckDB ratio printed.
 """
+
 import argparse
 import json
 import os
@@ -37,7 +38,7 @@ def tree_stats(pid):
         try:
             with open("/proc/%s/stat" % p) as f:
                 s = f.read()
-            fields = s[s.rindex(")") + 2:].split()
+            fields = s[s.rindex(")") + 2 :].split()
             ppid = int(fields[1])
             cpu = (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
             rss = int(fields[21]) * page
@@ -87,30 +88,48 @@ def spark_work(spark):
         if st.shuffleWriteRecords() > 0:
             shuffles += 1
             nbytes += st.shuffleWriteBytes()
-    return jobs, shuffles, nbytes / 2 ** 20
+    return jobs, shuffles, nbytes / 2**20
 
 
 def child_spark(landing, out, fmt, conf=None, incremental=False):
     sys.path.insert(0, ROOT)
     from fleetwire.host.analytics import job, session
+
     t = time.time()
     spark = session.build("local[2]", app="bench", extra=conf)
-    start = time.time() - t         # JVM and session start: fixed, reported apart from the job
+    start = time.time() - t  # JVM and session start: fixed, reported apart from the job
     t = time.time()
-    res = job.run(spark, job.Config(input=landing, out=out, fmt=fmt, report=False, incremental=incremental,
-                                    log=lambda m: None))
+    res = job.run(
+        spark,
+        job.Config(
+            input=landing, out=out, fmt=fmt, report=False, incremental=incremental, log=lambda m: None
+        ),
+    )
     secs = time.time() - t
     jobs, shuffles, mib = spark_work(spark)
     spark.stop()
-    print(json.dumps({"job_s": secs, "start_s": start, "clean": res.quality["clean_records"],
-                      "read": res.quality["records_read"], "jobs": jobs, "shuffles": shuffles,
-                      "shuffled_mib": mib, "new_records": res.new_records, "hours": res.hours}))
+    print(
+        json.dumps(
+            {
+                "job_s": secs,
+                "start_s": start,
+                "clean": res.quality["clean_records"],
+                "read": res.quality["records_read"],
+                "jobs": jobs,
+                "shuffles": shuffles,
+                "shuffled_mib": mib,
+                "new_records": res.new_records,
+                "hours": res.hours,
+            }
+        )
+    )
 
 
 def child_duckdb(landing, out, fmt):
     sys.path.insert(0, os.path.join(ROOT, "tests", "analytics"))
     import glob
     import analytics_reference as R
+
     files = sorted(glob.glob(os.path.join(landing, "date=*", "hour=*", "*." + fmt)))
     os.makedirs(out, exist_ok=True)
     t = time.time()
@@ -127,8 +146,13 @@ def compare(spark_out, duck_out):
     sys.path.insert(0, os.path.join(ROOT, "tests", "analytics"))
     import pandas as pd
     import analytics_reference as R
-    keys = {"device_window": ["device_id", "window_ms"], "device_health": ["device_id"],
-            "firmware_cohort": ["fw_version"], "outliers": ["device_id", "metric"]}
+
+    keys = {
+        "device_window": ["device_id", "window_ms"],
+        "device_health": ["device_id"],
+        "firmware_cohort": ["fw_version"],
+        "outliers": ["device_id", "metric"],
+    }
     problems = {}
     for name, k in keys.items():
         s = pd.read_parquet(os.path.join(spark_out, name))
@@ -136,7 +160,9 @@ def compare(spark_out, duck_out):
             s["window_ms"] = R.to_ms(s["window_start"])
         if name == "device_health":
             s["first_ts"], s["last_ts"] = R.to_ms(s["first_seen"]), R.to_ms(s["last_seen"])
-        d = R.differences(s, pd.read_parquet(os.path.join(duck_out, name + ".parquet")), k, rel=1e-6, abs_tol=1e-6)
+        d = R.differences(
+            s, pd.read_parquet(os.path.join(duck_out, name + ".parquet")), k, rel=1e-6, abs_tol=1e-6
+        )
         if d:
             problems[name] = d
     counts = [clean_counts(os.path.join(o, "clean")) for o in (spark_out, duck_out)]
@@ -148,6 +174,7 @@ def compare(spark_out, duck_out):
 def clean_counts(path):
     """{date partition: records} of a written clean table, from the Parquet footers."""
     import pyarrow.parquet as pq
+
     out = {}
     for d in sorted(os.listdir(path)):
         if d.startswith("date="):
@@ -165,9 +192,12 @@ def incremental_bench(a):
     sys.path.insert(0, ROOT)
     import shutil
     from fleetwire.host.analytics import generator
+
     work = a.work or tempfile.mkdtemp(prefix="fleetwire-bench-")
     tag = "%dd-%ddev-%s" % (a.incremental, a.devices, a.format)
-    landing, hour, out = (os.path.join(work, "%s-%s" % (x, tag)) for x in ("inc-landing", "inc-hour", "inc-out"))
+    landing, hour, out = (
+        os.path.join(work, "%s-%s" % (x, tag)) for x in ("inc-landing", "inc-hour", "inc-out")
+    )
     for d in (landing, hour, out, out + "-batch"):
         shutil.rmtree(d, ignore_errors=True)
     t = time.time()
@@ -175,31 +205,62 @@ def incremental_bench(a):
     cut = generator.parse_time(generator.DEFAULT_START) + a.incremental * 24 * 3600_000
     old, new = df[df.rx_ts < cut], df[df.rx_ts >= cut]
     generator.write_landing(old, landing, a.format)
-    print("generated %d records (%d devices, %d days + 1 hour of %d records, %s) in %.0f s" % (
-        len(df), a.devices, a.incremental, len(new), a.format, time.time() - t), flush=True)
+    print(
+        "generated %d records (%d devices, %d days + 1 hour of %d records, %s) in %.0f s"
+        % (len(df), a.devices, a.incremental, len(new), a.format, time.time() - t),
+        flush=True,
+    )
     conf = ["--spark-conf=" + kv for kv in a.spark_conf]
 
     def run(engine, src, dst, what):
-        info, wall, cpu, peak = measure([sys.executable, os.path.abspath(__file__), "--child", engine, src, dst,
-                                         a.format] + conf)
-        print("  %-46s job %6.1f s, process %6.1f s, CPU %6.1f s, %d Spark jobs, %d shuffles%s" % (
-            what, info["job_s"], wall, cpu, info["jobs"], info["shuffles"],
-            ", hours rewritten: %d" % len(info["hours"]) if info.get("hours") is not None else ""), flush=True)
+        info, wall, cpu, peak = measure(
+            [sys.executable, os.path.abspath(__file__), "--child", engine, src, dst, a.format] + conf
+        )
+        print(
+            "  %-46s job %6.1f s, process %6.1f s, CPU %6.1f s, %d Spark jobs, %d shuffles%s"
+            % (
+                what,
+                info["job_s"],
+                wall,
+                cpu,
+                info["jobs"],
+                info["shuffles"],
+                ", hours rewritten: %d" % len(info["hours"]) if info.get("hours") is not None else "",
+            ),
+            flush=True,
+        )
         return dict(info, wall=wall, cpu=cpu)
-    rows = [("--incremental, the first %d days" % a.incremental, run("spark-incremental", landing, out, "first run"))]
+
+    rows = [
+        (
+            "--incremental, the first %d days" % a.incremental,
+            run("spark-incremental", landing, out, "first run"),
+        )
+    ]
     generator.write_landing(new, landing, a.format)
     generator.write_landing(new, hour, a.format)
     rows.append(("--incremental, one hour more", run("spark-incremental", landing, out, "one hour more")))
     rows.append(("--incremental, nothing new", run("spark-incremental", landing, out, "nothing new")))
-    rows.append(("batch over that hour alone", run("spark", hour, out + "-batch", "batch over that hour alone")))
+    rows.append(
+        ("batch over that hour alone", run("spark", hour, out + "-batch", "batch over that hour alone"))
+    )
     ratio = rows[1][1]["job_s"] / rows[3][1]["job_s"]
     print("\n%d devices, %d days + 1 hour (%s)\n" % (a.devices, a.incremental, a.format))
     print("| run | records read | job s | process s | CPU s | Spark jobs | shuffles |")
     print("|---|---|---|---|---|---|---|")
     for what, r in rows:
-        print("| %s | %s | %.1f | %.1f | %.1f | %d | %d |" % (
-            what, r["new_records"] if r.get("new_records") is not None else r["read"], r["job_s"], r["wall"],
-            r["cpu"], r["jobs"], r["shuffles"]))
+        print(
+            "| %s | %s | %.1f | %.1f | %.1f | %d | %d |"
+            % (
+                what,
+                r["new_records"] if r.get("new_records") is not None else r["read"],
+                r["job_s"],
+                r["wall"],
+                r["cpu"],
+                r["jobs"],
+                r["shuffles"],
+            )
+        )
     print("| one hour more / batch over that hour | | %.2fx | | | | |" % ratio)
 
 
@@ -208,11 +269,21 @@ def main():
     ap.add_argument("--sizes", default="1M,10M", help="comma-separated: 1M, 10M or a number of records")
     ap.add_argument("--format", choices=("parquet", "ndjson"), default="parquet")
     ap.add_argument("--work", default=None, help="working directory (default: a temporary one)")
-    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                    help="a Spark setting over the job's own, e.g. spark.shuffle.compress=true (repeatable)")
-    ap.add_argument("--incremental", type=int, default=0, metavar="DAYS",
-                    help="instead: --incremental after DAYS of a fleet, then one hour more, against a batch "
-                         "run over that hour alone")
+    ap.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the job's own, e.g. spark.shuffle.compress=true (repeatable)",
+    )
+    ap.add_argument(
+        "--incremental",
+        type=int,
+        default=0,
+        metavar="DAYS",
+        help="instead: --incremental after DAYS of a fleet, then one hour more, against a batch "
+        "run over that hour alone",
+    )
     ap.add_argument("--devices", type=int, default=200, help="the fleet of --incremental (default 200)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -221,13 +292,19 @@ def main():
     if a.child:
         engine, landing, out, fmt = a.child
         if engine.startswith("spark"):
-            return child_spark(landing, out, fmt, dict(kv.split("=", 1) for kv in a.spark_conf),
-                               incremental=engine == "spark-incremental")
+            return child_spark(
+                landing,
+                out,
+                fmt,
+                dict(kv.split("=", 1) for kv in a.spark_conf),
+                incremental=engine == "spark-incremental",
+            )
         return child_duckdb(landing, out, fmt)
     if a.incremental:
         return incremental_bench(a)
     sys.path.insert(0, ROOT)
     from fleetwire.host.analytics import generator
+
     work = a.work or tempfile.mkdtemp(prefix="fleetwire-bench-")
     rows = []
     for size in a.sizes.split(","):
@@ -238,40 +315,74 @@ def main():
             t = time.time()
             df = generator.generate(devices=devices, hours=24, seed=1)
             generator.write_landing(df, landing, a.format)
-            print("generated %d records (%d devices, 24 h, %s) in %.0f s" % (len(df), devices, a.format,
-                                                                             time.time() - t), flush=True)
+            print(
+                "generated %d records (%d devices, 24 h, %s) in %.0f s"
+                % (len(df), devices, a.format, time.time() - t),
+                flush=True,
+            )
             del df
         res = {}
         for engine in ("spark", "duckdb"):
             out = os.path.join(work, "out-%s-%s" % (size, engine))
-            info, wall, cpu, peak = measure([sys.executable, os.path.abspath(__file__), "--child", engine,
-                                             landing, out, a.format]
-                                            + ["--spark-conf=" + kv for kv in a.spark_conf])
+            info, wall, cpu, peak = measure(
+                [sys.executable, os.path.abspath(__file__), "--child", engine, landing, out, a.format]
+                + ["--spark-conf=" + kv for kv in a.spark_conf]
+            )
             res[engine] = dict(info, wall=wall, cpu=cpu, peak=peak, out=out)
-            print("  %-6s %s: job %.1f s, process %.1f s%s, CPU %.1f s, %.0f k rows/s, peak RSS %.0f MiB%s" % (
-                engine, size, info["job_s"], wall,
-                " (JVM + session start %.1f s)" % info["start_s"] if "start_s" in info else "", cpu,
-                info.get("read", res["spark"]["read"]) / info["job_s"] / 1000, peak / 2 ** 20,
-                ", %d Spark jobs, %d shuffles (%.0f MiB)" % (info["jobs"], info["shuffles"], info["shuffled_mib"])
-                if "jobs" in info else ""), flush=True)
+            print(
+                "  %-6s %s: job %.1f s, process %.1f s%s, CPU %.1f s, %.0f k rows/s, peak RSS %.0f MiB%s"
+                % (
+                    engine,
+                    size,
+                    info["job_s"],
+                    wall,
+                    " (JVM + session start %.1f s)" % info["start_s"] if "start_s" in info else "",
+                    cpu,
+                    info.get("read", res["spark"]["read"]) / info["job_s"] / 1000,
+                    peak / 2**20,
+                    ", %d Spark jobs, %d shuffles (%.0f MiB)"
+                    % (info["jobs"], info["shuffles"], info["shuffled_mib"])
+                    if "jobs" in info
+                    else "",
+                ),
+                flush=True,
+            )
         problems = compare(res["spark"]["out"], res["duckdb"]["out"])
         same = res["spark"]["clean"] == res["duckdb"]["clean"] and not problems
         ratio = res["spark"]["job_s"] / res["duckdb"]["job_s"]
         rows.append((size, res, ratio, same))
-        print("  %s: Spark/DuckDB job time %.1fx; results %s" % (
-            size, ratio, "identical (floats within 1e-6)" if same else "DIFFER: %s" % problems), flush=True)
-    print("\n| records | engine | job s | start s | process s | CPU s | rows/s (job) | peak RSS MiB "
-          "| Spark jobs | shuffles (MiB) |")
+        print(
+            "  %s: Spark/DuckDB job time %.1fx; results %s"
+            % (size, ratio, "identical (floats within 1e-6)" if same else "DIFFER: %s" % problems),
+            flush=True,
+        )
+    print(
+        "\n| records | engine | job s | start s | process s | CPU s | rows/s (job) | peak RSS MiB "
+        "| Spark jobs | shuffles (MiB) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for size, res, ratio, same in rows:
         for e in ("spark", "duckdb"):
             r = res[e]
-            print("| %s | %s | %.1f | %s | %.1f | %.1f | %.0f k | %.0f | %s | %s |" % (
-                size, e, r["job_s"], "%.1f" % r["start_s"] if "start_s" in r else "", r["wall"], r["cpu"],
-                res["spark"]["read"] / r["job_s"] / 1000, r["peak"] / 2 ** 20, r.get("jobs", ""),
-                "%d (%.0f)" % (r["shuffles"], r["shuffled_mib"]) if "shuffles" in r else ""))
-        print("| %s | Spark/DuckDB | %.1fx | | | | | %s | | |" % (
-            size, ratio, "same results" if same else "RESULTS DIFFER"))
+            print(
+                "| %s | %s | %.1f | %s | %.1f | %.1f | %.0f k | %.0f | %s | %s |"
+                % (
+                    size,
+                    e,
+                    r["job_s"],
+                    "%.1f" % r["start_s"] if "start_s" in r else "",
+                    r["wall"],
+                    r["cpu"],
+                    res["spark"]["read"] / r["job_s"] / 1000,
+                    r["peak"] / 2**20,
+                    r.get("jobs", ""),
+                    "%d (%.0f)" % (r["shuffles"], r["shuffled_mib"]) if "shuffles" in r else "",
+                )
+            )
+        print(
+            "| %s | Spark/DuckDB | %.1fx | | | | | %s | | |"
+            % (size, ratio, "same results" if same else "RESULTS DIFFER")
+        )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ store, reconnects and finishes the work, and each message is checked: lost,
 resurrected (completed, then sent again), duplicated (QoS 2 twice). A table per
 store: cut points and outcomes by what was under way at the cut.
 """
+
 import argparse
 import json
 import os
@@ -42,9 +43,22 @@ CYCLES = 100000
 
 def run(lib, kind, payload, outstanding, n):
     env = dict(os.environ, MICROPYPATH=os.pathsep.join([lib, ".frozen", os.path.join(ROOT, "host")]))
-    r = subprocess.run([micropython.binary(), "-X", "heapsize=2M", os.path.join(HERE, "store_device.py"),
-                        kind, str(payload), str(outstanding), str(n)],
-                       capture_output=True, text=True, env=env, timeout=900)
+    r = subprocess.run(
+        [
+            micropython.binary(),
+            "-X",
+            "heapsize=2M",
+            os.path.join(HERE, "store_device.py"),
+            kind,
+            str(payload),
+            str(outstanding),
+            str(n),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     if r.returncode:
         sys.exit("%s %s: %s" % (kind, payload, r.stderr))
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -75,51 +89,117 @@ def measure(a, lib):
     for payload in (32, 100, 200, 1000):
         for outstanding in (1, 16):
             for kind in ("ring", "file"):
-                rows.append(run(lib, kind, payload, outstanding, a.n if kind == "ring" else max(200, a.n // 6)))
-    head = ("store", "payload", "out", "packet B", "erases/msg", "prog B/msg", "prog/packet",
-            "us/msg", "RAM B", "alloc B/msg", "life (years)")
+                rows.append(
+                    run(lib, kind, payload, outstanding, a.n if kind == "ring" else max(200, a.n // 6))
+                )
+    head = (
+        "store",
+        "payload",
+        "out",
+        "packet B",
+        "erases/msg",
+        "prog B/msg",
+        "prog/packet",
+        "us/msg",
+        "RAM B",
+        "alloc B/msg",
+        "life (years)",
+    )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
         life = BLOCKS * CYCLES / r["erases"] / 31557600 if r["erases"] else float("inf")
-        print("| %s | %d | %d | %d | %.4f | %.0f | %.2f | %.0f | %d | %.0f | %.1f |" % (
-            r["kind"], r["payload"], r["outstanding"], r["packet"], r["erases"], r["programmed"],
-            r["programmed"] / r["packet"], r["us"], r["ram"], r["alloc"], life))
+        print(
+            "| %s | %d | %d | %d | %.4f | %.0f | %.2f | %.0f | %d | %.0f | %.1f |"
+            % (
+                r["kind"],
+                r["payload"],
+                r["outstanding"],
+                r["packet"],
+                r["erases"],
+                r["programmed"],
+                r["programmed"] / r["packet"],
+                r["us"],
+                r["ram"],
+                r["alloc"],
+                life,
+            )
+        )
     print()
     for payload in (100, 200, 1000):
         for outstanding in (1, 16):
-            ring = [r for r in rows if r["kind"] == "ring" and r["payload"] == payload and r["outstanding"] == outstanding][0]
-            f = [r for r in rows if r["kind"] == "file" and r["payload"] == payload and r["outstanding"] == outstanding][0]
-            print("payload %4d, %2d outstanding: ring store erases %.0fx fewer than one file per message"
-                  % (payload, outstanding, f["erases"] / ring["erases"] if ring["erases"] else float("inf")))
+            ring = [
+                r
+                for r in rows
+                if r["kind"] == "ring" and r["payload"] == payload and r["outstanding"] == outstanding
+            ][0]
+            f = [
+                r
+                for r in rows
+                if r["kind"] == "file" and r["payload"] == payload and r["outstanding"] == outstanding
+            ][0]
+            print(
+                "payload %4d, %2d outstanding: ring store erases %.0fx fewer than one file per message"
+                % (payload, outstanding, f["erases"] / ring["erases"] if ring["erases"] else float("inf"))
+            )
 
 
 # (title, store, workload rounds, messages the partition saw before, heap)
 SWEEPS = (
     ("ring store, new partition", "ring", 24, 0, "256K"),
-    ("ring store, aged partition: record sequence numbers and packet ids wrap at 65536 during the "
-     "workload", "ring", 24, 65300, "256K"),
+    (
+        "ring store, aged partition: record sequence numbers and packet ids wrap at 65536 during the "
+        "workload",
+        "ring",
+        24,
+        65300,
+        "256K",
+    ),
     ("file store on LittleFS", "file", 12, 0, "256K"),
 )
-STEPS = (("publish", "publish()"), ("send", "sending a stored message"), ("puback", "PUBACK"),
-         ("pubrec", "PUBREC"), ("pubcomp", "PUBCOMP"), ("in_publish", "inbound QoS 2 PUBLISH"),
-         ("in_pubrel", "inbound PUBREL, after delivery"), ("connack", "CONNACK"),
-         ("mount", "planned reset: mount"), ("restore", "a 2nd cut, in the mount after the 1st"),
-         ("idle", "between calls"))
+STEPS = (
+    ("publish", "publish()"),
+    ("send", "sending a stored message"),
+    ("puback", "PUBACK"),
+    ("pubrec", "PUBREC"),
+    ("pubcomp", "PUBCOMP"),
+    ("in_publish", "inbound QoS 2 PUBLISH"),
+    ("in_pubrel", "inbound PUBREL, after delivery"),
+    ("connack", "CONNACK"),
+    ("mount", "planned reset: mount"),
+    ("restore", "a 2nd cut, in the mount after the 1st"),
+    ("idle", "between calls"),
+)
 OUTCOMES = ("lost", "resurrected", "duplicated", "QoS 1 resent (allowed)", "reordered", "errors")
 
 
 def sweep_shard(lib, kind, rounds, aged, heap, shard, jobs):
     env = dict(os.environ, MICROPYPATH=os.pathsep.join([lib, ".frozen", os.path.join(ROOT, "host")]))
-    return subprocess.Popen([micropython.binary(), "-X", "heapsize=" + heap,
-                             os.path.join(HERE, "store_sweep_device.py"), kind, str(rounds), str(aged),
-                             str(shard), str(jobs), "4"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [
+            micropython.binary(),
+            "-X",
+            "heapsize=" + heap,
+            os.path.join(HERE, "store_sweep_device.py"),
+            kind,
+            str(rounds),
+            str(aged),
+            str(shard),
+            str(jobs),
+            "4",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def sweep(a, lib):
-    print("\npower-cut sweep on the MicroPython unix port (%d worker process%s)"
-          % (a.jobs, "es" if a.jobs > 1 else ""))
+    print(
+        "\npower-cut sweep on the MicroPython unix port (%d worker process%s)"
+        % (a.jobs, "es" if a.jobs > 1 else "")
+    )
     grand = 0
     t_all = time.monotonic()
     for title, kind, rounds, aged, heap in SWEEPS:
@@ -146,16 +226,28 @@ def sweep(a, lib):
         print("\n%s: rounds=%d, -X heapsize=%s" % (title, rounds, heap))
         table(tally)
         c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime   # the workers' own CPU time
-        print("\n%d flash operations in the workload, each cut twice (cleanly, half done): %d cut "
-              "points in the workload, %d more in the mounts after them (a second cut); the recoveries "
-              "made %d flash operations; %.0f s wall, %.0f s CPU"
-              % (sum(r["ops"] for r in res) // len(res), cuts - second, second,
-                 sum(r["recovery_ops"] for r in res), wall, cpu))
+        cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime  # the workers' own CPU time
+        print(
+            "\n%d flash operations in the workload, each cut twice (cleanly, half done): %d cut "
+            "points in the workload, %d more in the mounts after them (a second cut); the recoveries "
+            "made %d flash operations; %.0f s wall, %.0f s CPU"
+            % (
+                sum(r["ops"] for r in res) // len(res),
+                cuts - second,
+                second,
+                sum(r["recovery_ops"] for r in res),
+                wall,
+                cpu,
+            )
+        )
         bad = [b for r in res for b in r["replay_bad"]]
-        print("replayed plainly (flash armed, workload run until the cut): %d cut points, %s"
-              % (sum(r["replayed"] for r in res),
-                 "flash and world as the fork left them" if not bad else "DIFFERENT: " + "; ".join(bad)))
+        print(
+            "replayed plainly (flash armed, workload run until the cut): %d cut points, %s"
+            % (
+                sum(r["replayed"] for r in res),
+                "flash and world as the fork left them" if not bad else "DIFFERENT: " + "; ".join(bad),
+            )
+        )
         notes = [e for r in res for e in r["errors"]]
         if notes:
             print("first failures:")
@@ -165,8 +257,11 @@ def sweep(a, lib):
 
 
 def table(tally):
-    head = (("under way at the cut", "flash operation", "cut points") + tuple("msgs " + o for o in OUTCOMES[:5])
-            + ("errors",))
+    head = (
+        ("under way at the cut", "flash operation", "cut points")
+        + tuple("msgs " + o for o in OUTCOMES[:5])
+        + ("errors",)
+    )
     print("| " + " | ".join(head) + " |")
     print("|---|---|" + "---:|" * (len(head) - 2))
     total = [0] * (len(OUTCOMES) + 1)

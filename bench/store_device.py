@@ -14,7 +14,7 @@ from fleetwire.filestore import FileStore
 from fleetwire.codec import wire
 
 kind, payload, outstanding, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-BLOCKS = 64   # a 256 KB partition of 4 KB blocks
+BLOCKS = 64  # a 256 KB partition of 4 KB blocks
 flash = NorFlash(BLOCKS)
 if kind == "file":
     vfs.VfsLfs2.mkfs(flash)
@@ -22,14 +22,25 @@ if kind == "file":
 # RAM of the store: a session with it, less the same session without one
 gc.collect()
 heap0 = gc.mem_alloc()
-s = Session(b"bench", 0, False, max_inflight=outstanding, queue_size=outstanding, max_packet=1100, max_subscriptions=1)
+s = Session(
+    b"bench", 0, False, max_inflight=outstanding, queue_size=outstanding, max_packet=1100, max_subscriptions=1
+)
 gc.collect()
 plain = gc.mem_alloc() - heap0
 s = None
 gc.collect()
 heap0 = gc.mem_alloc()
 store = RingStore(flash) if kind == "ring" else FileStore("/st/q", max_files=10000)
-s = Session(b"bench", 0, False, max_inflight=outstanding, queue_size=outstanding, max_packet=1100, max_subscriptions=1, store=store)
+s = Session(
+    b"bench",
+    0,
+    False,
+    max_inflight=outstanding,
+    queue_size=outstanding,
+    max_packet=1100,
+    max_subscriptions=1,
+    store=store,
+)
 gc.collect()
 ram = gc.mem_alloc() - heap0 - plain
 s.start(0)
@@ -40,7 +51,7 @@ topic = b"fleet/bench-device/telemetry"
 msg = b"x" * payload
 pids = []
 rec = (12 + len(topic) + 6 + payload + 3) & ~3
-if kind == "ring":   # one full pass over the partition first: steady state erases blocks
+if kind == "ring":  # one full pass over the partition first: steady state erases blocks
     warm = BLOCKS * 4096 // rec + 50
     n = max(n, 2 * warm)
 else:
@@ -63,7 +74,20 @@ for i in range(warm + n):
 dt = time.ticks_diff(time.ticks_us(), t0)
 alloc = gc.mem_alloc() - a0
 pkt = len(topic) + 2 + 2 + payload + 2
-print(json.dumps({"kind": kind, "payload": payload, "outstanding": outstanding, "n": n,
-                  "packet": pkt, "erases": (sum(flash.erases) - e0) / n,
-                  "programmed": (flash.programmed - p0) / n, "us": dt / n, "ram": ram,
-                  "alloc": alloc / n, "max_block_erases": max(flash.erases)}))
+print(
+    json.dumps(
+        {
+            "kind": kind,
+            "payload": payload,
+            "outstanding": outstanding,
+            "n": n,
+            "packet": pkt,
+            "erases": (sum(flash.erases) - e0) / n,
+            "programmed": (flash.programmed - p0) / n,
+            "us": dt / n,
+            "ram": ram,
+            "alloc": alloc / n,
+            "max_block_erases": max(flash.erases),
+        }
+    )
+)

@@ -15,7 +15,18 @@ sw = cutsweep.Sweep(kind, rounds, shard=shard, nshards=nshards, samples=samples,
 t1 = time.ticks_ms()
 bad = sw.replay()
 t2 = time.ticks_ms()
-print(json.dumps({"kind": kind, "ops": sw.ops, "tally": sw.tally, "errors": sw.errors,
-                  "recovery_ops": sw.recovery_ops, "replayed": len(sw.picked),
-                  "replay_bad": ["op %d%s: %s" % (k, " torn" if p else "", why) for k, p, why in bad],
-                  "sweep_ms": time.ticks_diff(t1, t0), "replay_ms": time.ticks_diff(t2, t1)}))
+print(
+    json.dumps(
+        {
+            "kind": kind,
+            "ops": sw.ops,
+            "tally": sw.tally,
+            "errors": sw.errors,
+            "recovery_ops": sw.recovery_ops,
+            "replayed": len(sw.picked),
+            "replay_bad": ["op %d%s: %s" % (k, " torn" if p else "", why) for k, p, why in bad],
+            "sweep_ms": time.ticks_diff(t1, t0),
+            "replay_ms": time.ticks_diff(t2, t1),
+        }
+    )
+)

@@ -17,6 +17,7 @@ heap held during connect(), connect()'s time, and the smallest -X heapsize in wh
 succeeds. BINARY is a 32-bit unix port built with mbedTLS (object sizes as on an ESP32); a
 build without the ssl module is skipped with a note.
 """
+
 import argparse
 import os
 import statistics
@@ -53,8 +54,13 @@ def device(binary, lib, mode, target, heap="512K", preload=None):
     env = dict(os.environ, MICROPYPATH=lib + os.pathsep + ".frozen")
     if preload:
         env["LD_PRELOAD"] = preload
-    return subprocess.run([binary, "-X", "heapsize=" + heap, "-m", "tls_heap_device", mode] + list(target),
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [binary, "-X", "heapsize=" + heap, "-m", "tls_heap_device", mode] + list(target),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def run(binary, lib, mode, target, preload):
@@ -76,12 +82,16 @@ def fits(binary, lib, mode, target, kb):
 
 def is_32bit(binary):
     with open(binary, "rb") as f:
-        return f.read(5)[4] == 1   # ELF class: 1 = 32-bit
+        return f.read(5)[4] == 1  # ELF class: 1 = 32-bit
 
 
 def has_ssl(binary):
-    r = subprocess.run([binary, "-c", "import ssl"], capture_output=True, text=True, env=dict(
-        os.environ, MICROPYPATH=".frozen"))
+    r = subprocess.run(
+        [binary, "-c", "import ssl"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, MICROPYPATH=".frozen"),
+    )
     return r.returncode == 0
 
 
@@ -110,10 +120,12 @@ def main():
         p = lambda name: os.path.join(tmp, name)  # noqa: E731
         with Mosquitto(tls=True) as server_only, Mosquitto(identity=ca) as mutual:
             cert = (p("cert.der"), p("key.der"))
-            targets = {"plain": ("127.0.0.1", server_only.port, "bench-tls", "-", "-", "-"),
-                       "tls": ("localhost", server_only.tls_port, "bench-tls", server_only.ca_der, "-", "-"),
-                       "mtls": ("localhost", mutual.port, "bench-tls", p("fleet-ca.der")) + cert,
-                       "identity": ("localhost", mutual.port, "bench-tls", p("fleet-ca.der")) + cert}
+            targets = {
+                "plain": ("127.0.0.1", server_only.port, "bench-tls", "-", "-", "-"),
+                "tls": ("localhost", server_only.tls_port, "bench-tls", server_only.ca_der, "-", "-"),
+                "mtls": ("localhost", mutual.port, "bench-tls", p("fleet-ca.der")) + cert,
+                "identity": ("localhost", mutual.port, "bench-tls", p("fleet-ca.der")) + cert,
+            }
             targets = {m: tuple(str(x) for x in t) for m, t in targets.items()}
             res = {}
             for word, binary in binaries:
@@ -125,16 +137,20 @@ def main():
                     res[word, mode] = r
     words = [w for w, _ in binaries]
     print()
-    print("MicroPython unix port, fleetwire from .mpy, bytes counted from after the client's import, "
-          "median of %d" % args.repeat)
+    print(
+        "MicroPython unix port, fleetwire from .mpy, bytes counted from after the client's import, "
+        "median of %d" % args.repeat
+    )
     head = "%-50s" % "" + "".join("%10s" % m for m in MODES) + "%12s" % "mtls - tls"
-    rows = (("TLS context, MicroPython heap (bytes)", "HEAP_CONTEXT"),
-            ("TLS context, C heap: mbedTLS (bytes)", "SYS_CONTEXT"),
-            ("connected, MicroPython heap (bytes)", "HEAP_CONNECT"),
-            ("connected, C heap: mbedTLS, socket (bytes)", "SYS_CONNECT"),
-            ("most held in the C heap during connect() (bytes)", "SYS_PEAK"),
-            ("smallest -X heapsize for the run (KB)", "HEAP"),
-            ("connect() (ms)", "HANDSHAKE"))
+    rows = (
+        ("TLS context, MicroPython heap (bytes)", "HEAP_CONTEXT"),
+        ("TLS context, C heap: mbedTLS (bytes)", "SYS_CONTEXT"),
+        ("connected, MicroPython heap (bytes)", "HEAP_CONNECT"),
+        ("connected, C heap: mbedTLS, socket (bytes)", "SYS_CONNECT"),
+        ("most held in the C heap during connect() (bytes)", "SYS_PEAK"),
+        ("smallest -X heapsize for the run (KB)", "HEAP"),
+        ("connect() (ms)", "HANDSHAKE"),
+    )
     for w in words:
         print()
         print(w)

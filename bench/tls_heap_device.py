@@ -41,6 +41,7 @@ base, sbase = heap(), sysheap()[0]
 ctx = None
 if mode in ("tls", "mtls"):
     import ssl
+
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.load_verify_locations(cadata=read(ca))
@@ -48,6 +49,7 @@ if mode in ("tls", "mtls"):
         ctx.load_cert_chain(read(cert), read(key))
 elif mode == "identity":
     from fleetwire.identity import Context
+
     ctx = Context({"broker": host, "tls_ca": ca, "tls_cert": cert, "tls_key": key})
 print("HEAP_CONTEXT", heap() - base)
 print("SYS_CONTEXT", sysheap()[0] - sbase)

@@ -107,8 +107,9 @@ class AsyncClient(Session):
     async def _open(self):
         n = self.start(ticks_ms())  # what MQTT refuses raises here (ValueError), before anything opens
         if self.ssl:
-            r, w = await asyncio.open_connection(self.server, self.port, ssl=self.ssl,
-                                                 server_hostname=self.server)
+            r, w = await asyncio.open_connection(
+                self.server, self.port, ssl=self.ssl, server_hostname=self.server
+            )
         else:
             r, w = await asyncio.open_connection(self.server, self.port)
         self._r, self._w = r, w
@@ -156,7 +157,9 @@ class AsyncClient(Session):
         while not cond():
             if self._fatal is not None:
                 raise self._fatal
-            if (strict or self._retry_task is None) and (self._error is not None or self.state == DISCONNECTED):
+            if (strict or self._retry_task is None) and (
+                self._error is not None or self.state == DISCONNECTED
+            ):
                 raise self._error or NotConnected(say(_NOT_CONN))
             left = self.timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
@@ -195,10 +198,6 @@ class AsyncClient(Session):
         r = self._r
         try:
             while self._r is r:  # until this link is shut down
-                if not self.room():
-                    await self._flush()  # the acks waiting go out before more is taken
-                    self.received(0, ticks_ms())
-                    continue
                 buf = self.rx()
                 if hasattr(r, "readinto"):
                     n = await r.readinto(buf)
@@ -210,7 +209,13 @@ class AsyncClient(Session):
                     self.eof = True
                     raise OSError(104, say(_CLOSED))
                 self.received(n, ticks_ms())
-                await self._flush()
+                # The acks go out; then the packets already read that waited for room for
+                # theirs (backpressure: nothing more is read until they are all taken).
+                k = -1
+                while k != self._handled:
+                    k = self._handled
+                    await self._flush()
+                    self.received(0, ticks_ms())
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -24,7 +24,7 @@ import time
 emulate = {"rssi": -60, "vbat_mv": None, "reset_cause": "power_on", "unique_id": None}
 
 _heap_min = [-1]
-_reset = [None]   # emulated machine.reset(): a callable set by the host
+_reset = [None]  # emulated machine.reset(): a callable set by the host
 
 
 def unique_id():

@@ -36,8 +36,18 @@ class MQTTClient(Session):
     _own = False  # the program's connect() is running: a failure reaches it
     _retry_at = _txo = _txn = 0  # tx[_txo:_txn] is still to be written
 
-    def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0, ssl=None,
-                 ssl_params=None, **options):
+    def __init__(
+        self,
+        client_id,
+        server,
+        port=0,
+        user=None,
+        password=None,
+        keepalive=0,
+        ssl=None,
+        ssl_params=None,
+        **options,
+    ):
         Session.__init__(self, client_id, keepalive, True, user, password, **options)
         self.server = server
         self.port = port or (8883 if ssl else 1883)
@@ -211,7 +221,10 @@ class MQTTClient(Session):
                 return  # DISCONNECT is out: the broker closes, nothing more to read
             room = self.room()
             if room:
+                n = self._handled
                 self.received(0, now)  # packets that waited for room for their acks
+                if n != self._handled:
+                    timeout_ms = 0  # those are this call's news: no waiting for more
             if timeout_ms > wait:
                 timeout_ms = wait
             # no room for another packet's ack: wait only until the acks can be written
@@ -266,11 +279,17 @@ class MQTTClient(Session):
     def _wait(self, until, arg, timeout_ms):
         # Run the loop until the condition holds, for at most timeout_ms.
         t0 = ticks_ms()
-        while not (self.state != CONNECTING if until == 0 else
-                   self.state == DISCONNECTED and self._txo >= self._txn if until == 1 else
-                   not self.in_flight(arg) if until == 2 else
-                   self.sock is None or not self._queued and self._txo >= self._txn if until == 3 else
-                   self.sub_result(arg) >= 0):
+        while not (
+            self.state != CONNECTING
+            if until == 0
+            else self.state == DISCONNECTED and self._txo >= self._txn
+            if until == 1
+            else not self.in_flight(arg)
+            if until == 2
+            else self.sock is None or not self._queued and self._txo >= self._txn
+            if until == 3
+            else self.sub_result(arg) >= 0
+        ):
             left = timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
                 raise Timeout(say(_TIMEOUT, timeout_ms))
@@ -302,4 +321,3 @@ class MQTTClient(Session):
             except Exception:
                 pass
             sock.close()
-

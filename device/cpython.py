@@ -37,6 +37,7 @@ def getrandbits(n):
 def socket_io(sock):
     """(recv(buf) -> n | None, send(buf, off, n) -> n | None) for a CPython socket:
     None where MicroPython's readinto/write on a non-blocking socket give None."""
+
     def recv(buf):
         try:
             return sock.recv_into(buf)
@@ -47,7 +48,7 @@ def socket_io(sock):
 
     def send(buf, off, n):
         try:
-            return sock.send(memoryview(buf)[off:off + n])
+            return sock.send(memoryview(buf)[off : off + n])
         except OSError as e:
             if _would_block(e):
                 return None

@@ -26,8 +26,8 @@ class FileStore:
 
     def __init__(self, directory, max_files=500, reserve=4):
         self.dir = directory.rstrip("/") or "/"
-        self.max_files = max_files   # bounds the store: publish() raises StoreFull beyond
-        self.reserve = reserve       # filesystem blocks kept free for state changes
+        self.max_files = max_files  # bounds the store: publish() raises StoreFull beyond
+        self.reserve = reserve  # filesystem blocks kept free for state changes
         self.backlog = 0
         self.pk_pid = 0
         self.last_pid = 0
@@ -39,7 +39,7 @@ class FileStore:
         try:
             os.mkdir(self.dir)
         except OSError:
-            pass   # it exists
+            pass  # it exists
         self._buf = bytearray(_HDR + max_packet + 4)
         self._mv = memoryview(self._buf)
         self._body = self._mv[_HDR:]
@@ -58,10 +58,10 @@ class FileStore:
             try:
                 seq = int(name[1:], 16)
             except ValueError:
-                continue   # not ours
+                continue  # not ours
             path = self.dir + "/" + name
             if c == "t" or c not in "qsri" or self._read(path) < 0:
-                bad.append(path)   # half written, or corrupt: removed after the walk
+                bad.append(path)  # half written, or corrupt: removed after the walk
                 continue
             self._files += 1
             top = max(top, seq)
@@ -104,19 +104,23 @@ class FileStore:
         if k < _HDR:
             return -1
         n = b[2] | b[3] << 8
-        if k != _HDR + n or crc32(self._mv[_HDR:_HDR + n], crc32(self._mv[2:8])) != (
-                b[8] | b[9] << 8 | b[10] << 16 | b[11] << 24):
+        if k != _HDR + n or crc32(self._mv[_HDR : _HDR + n], crc32(self._mv[2:8])) != (
+            b[8] | b[9] << 8 | b[10] << 16 | b[11] << 24
+        ):
             return -1
         return n
 
     def _write(self, c, seq, magic, n, pid):
         if self._files >= self.max_files:
-            raise StoreFull("message store full: %d files in %s (max_files=%d)"
-                            % (self._files, self.dir, self.max_files))
+            raise StoreFull(
+                "message store full: %d files in %s (max_files=%d)" % (self._files, self.dir, self.max_files)
+            )
         if self._free_blocks() < self.reserve:
             # keep room to rename and remove: LittleFS needs free blocks for those too
-            raise StoreFull("message store full: fewer than %d free blocks left on the filesystem "
-                            "holding %s" % (self.reserve, self.dir))
+            raise StoreFull(
+                "message store full: fewer than %d free blocks left on the filesystem "
+                "holding %s" % (self.reserve, self.dir)
+            )
         b = self._buf
         b[0] = magic
         b[1] = 0xFF
@@ -126,11 +130,11 @@ class FileStore:
         b[5] = pid >> 8
         b[6] = seq & 255
         b[7] = seq >> 8 & 255
-        pack_into("<I", b, 8, crc32(self._mv[_HDR:_HDR + n], crc32(self._mv[2:8])))
+        pack_into("<I", b, 8, crc32(self._mv[_HDR : _HDR + n], crc32(self._mv[2:8])))
         tmp = self._name("t", seq)
         try:
             with open(tmp, "wb") as f:
-                f.write(self._mv[:_HDR + n])
+                f.write(self._mv[: _HDR + n])
             os.rename(tmp, self._name(c, seq))
         except OSError as e:
             try:
@@ -138,8 +142,9 @@ class FileStore:
             except OSError:
                 pass
             if self._full(e):
-                raise StoreFull("message store full: the filesystem holding %s has no room (%s)"
-                                % (self.dir, e))
+                raise StoreFull(
+                    "message store full: the filesystem holding %s has no room (%s)" % (self.dir, e)
+                )
             raise
         self._files += 1
 
@@ -147,8 +152,8 @@ class FileStore:
         try:
             st = os.statvfs(self.dir)
         except (OSError, AttributeError):
-            return 1 << 30   # cannot tell: rely on ENOSPC
-        return st[3] if st[3] <= st[2] else 0   # LittleFS over-full wraps below zero
+            return 1 << 30  # cannot tell: rely on ENOSPC
+        return st[3] if st[3] <= st[2] else 0  # LittleFS over-full wraps below zero
 
     def _full(self, e):
         # ENOSPC; a full LittleFS may also answer a rename that needs a new
@@ -208,7 +213,7 @@ class FileStore:
                 self.backlog -= 1
                 self._cur += 1
                 while self.backlog and self._cur <= self._last and self._read(self._name("q", self._cur)) < 0:
-                    self._cur += 1   # an inbound record took this number
+                    self._cur += 1  # an inbound record took this number
                 if self.backlog:
                     self.pk_pid = self._buf[4] | self._buf[5] << 8
         elif bit == AWAIT_REC:
@@ -217,7 +222,11 @@ class FileStore:
     def forget_inbound(self, pid):
         """The inbound record of pid is done (the session no longer holds its handle)."""
         for name in _names(self.dir):
-            if name[:1] == "i" and self._read(self.dir + "/" + name) >= 0 and self._buf[4] | self._buf[5] << 8 == pid:
+            if (
+                name[:1] == "i"
+                and self._read(self.dir + "/" + name) >= 0
+                and self._buf[4] | self._buf[5] << 8 == pid
+            ):
                 self.end(int(name[1:], 16), LIVE)
                 return
 
@@ -228,7 +237,7 @@ class FileStore:
             h += 1
         h += 1
         te, _, ps = wire.publish_fields(self._buf[0], self._mv[h:], n - h)
-        return bytes(self._mv[h + 2:h + te]), bytes(self._mv[h + ps:n])
+        return bytes(self._mv[h + 2 : h + te]), bytes(self._mv[h + ps : n])
 
     def clear(self):
         for name in list(_names(self.dir)):
@@ -241,7 +250,7 @@ class FileStore:
 def _names(d):
     # the names in directory d, one at a time (no list of them in RAM)
     try:
-        it = os.ilistdir(d)   # MicroPython
+        it = os.ilistdir(d)  # MicroPython
     except AttributeError:
         for e in os.scandir(d):
             yield e.name

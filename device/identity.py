@@ -9,9 +9,11 @@
 # from what the board can check itself: fleetwire.tlscheck, loaded for a refusal only.
 try:
     import tls as ssl  # what the ssl module wraps (MicroPython 1.23+): its SSLContext, without the wrapper
+
     _TLS = True
 except ImportError:
     import ssl
+
     _TLS = False
 
 
@@ -30,8 +32,8 @@ class Context:
 
     def __init__(self, cfg):
         self.cfg = cfg
-        self.last = None     # the last handshake failure, classified (None after a handshake went through)
-        self._bad = None     # (file key, error) when the identity could not be loaded
+        self.last = None  # the last handshake failure, classified (None after a handshake went through)
+        self._bad = None  # (file key, error) when the identity could not be loaded
         self._ctx = None
         key = "tls_ca"
         try:
@@ -78,8 +80,11 @@ def explain(e, cfg, key=None):
         v = load("tlscheck")
         v = v.unusable(key, e, cfg) if key else v.classify(e, cfg)
     except MemoryError:
-        v = (TLSError, key or "tls_refused", ()) if key or isinstance(e, ValueError) or (
-            e.args and e.args[0] in HUNG_UP) else e
+        v = (
+            (TLSError, key or "tls_refused", ())
+            if key or isinstance(e, ValueError) or (e.args and e.args[0] in HUNG_UP)
+            else e
+        )
     drop("tlscheck")
     if not isinstance(v, tuple):
         return v
@@ -100,6 +105,7 @@ def load(name):
 def drop(name):
     """Forget fleetwire.<name>, so its memory goes with the next collection."""
     import sys
+
     pkg = __name__.rpartition(".")[0]
     sys.modules.pop(pkg + "." + name, None)
     try:  # the package holds its submodules too

@@ -16,7 +16,6 @@ try:
 except ImportError:
     from .cpython import const
 
-from .codec import wire
 from .errors import MQTTException, say
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
@@ -148,4 +147,3 @@ def _find(s, pid):
         if p[k] == pid:
             return k
     return -1
-

@@ -17,11 +17,11 @@ class _RamBlocks:
 
     def readblocks(self, b, buf, off=0):
         a = b * self.bs + off
-        buf[:] = memoryview(self.data)[a:a + len(buf)]
+        buf[:] = memoryview(self.data)[a : a + len(buf)]
 
     def writeblocks(self, b, buf, off=0):
         a = b * self.bs + off
-        self.data[a:a + len(buf)] = buf
+        self.data[a : a + len(buf)] = buf
 
     def ioctl(self, op, arg):
         if op == 4:
@@ -30,7 +30,7 @@ class _RamBlocks:
             return self.bs
         if op == 6:
             a = arg * self.bs
-            self.data[a:a + self.bs] = b"\xff" * self.bs
+            self.data[a : a + self.bs] = b"\xff" * self.bs
         return 0
 
 

@@ -18,7 +18,7 @@
 # never taken for a valid block.
 from binascii import crc32
 from struct import pack_into  # a 32-bit CRC stored without shifting it: on a 32-bit board
-                              # each shift of a value of 2**30 or more allocates
+# each shift of a value of 2**30 or more allocates
 
 try:
     from micropython import const
@@ -40,30 +40,33 @@ class RingStore:
     Give it to MQTTClient(store=...); the client mounts it."""
 
     def __init__(self, device):
-        info = getattr(device, "info", None)   # esp32.Partition: (..., label, encrypted)
+        info = getattr(device, "info", None)  # esp32.Partition: (..., label, encrypted)
         info = info() if info is not None else ()
         if len(info) > 5 and info[5]:
             # Encrypted flash is written in 16-byte units and reads erased bytes as
             # noise: acknowledging by clearing a bit, and finding free space, fail.
-            raise ValueError("partition %r is encrypted: the ring store needs a plain data partition "
-                             "(no 'encrypted' flag in the partition table); FileStore works on an "
-                             "encrypted filesystem" % info[4])
+            raise ValueError(
+                "partition %r is encrypted: the ring store needs a plain data partition "
+                "(no 'encrypted' flag in the partition table); FileStore works on an "
+                "encrypted filesystem" % info[4]
+            )
         self.dev = device
         self.nblocks = device.ioctl(4, 0)
         self.bs = device.ioctl(5, 0)
         if self.nblocks < 3:
-            raise ValueError("the store needs a partition of at least 3 blocks, this one has %d"
-                             % self.nblocks)
+            raise ValueError(
+                "the store needs a partition of at least 3 blocks, this one has %d" % self.nblocks
+            )
         self._hb = bytearray(_HDR)
         self._hmv = memoryview(self._hb)
-        self._hcrc = self._hmv[2:8]   # the header bytes a record's CRC covers
+        self._hcrc = self._hmv[2:8]  # the header bytes a record's CRC covers
         self._bh = bytearray(_BHDR)
         self._one = bytearray(1)
-        self._bseq = [-1] * self.nblocks   # block sequence, -1: free
-        self._live = [0] * self.nblocks    # live records per block
+        self._bseq = [-1] * self.nblocks  # block sequence, -1: free
+        self._live = [0] * self.nblocks  # live records per block
         self._blank = bytearray(self.nblocks)  # 1: known to read all 0xFF
-        self.backlog = 0    # stored messages never sent
-        self.pk_pid = 0     # packet id of the oldest of them
+        self.backlog = 0  # stored messages never sent
+        self.pk_pid = 0  # packet id of the oldest of them
         self.last_pid = 0
         self._head_rmax = 0
 
@@ -87,7 +90,7 @@ class RingStore:
         own = _rlen(max_packet)
         if own > self.bs - _BHDR:
             raise ValueError("max_packet %d does not fit a %d-byte flash block" % (max_packet, self.bs))
-        self._buf = bytearray(max([own] + rmax))   # holds any stored record
+        self._buf = bytearray(max([own] + rmax))  # holds any stored record
         self._mv = memoryview(self._buf)
         self._body = self._mv[_HDR:]
         self._bcrc = self._mv[2:8]
@@ -96,14 +99,14 @@ class RingStore:
                 self._blank[b] = self._erased(b, 0)
         bseq = self._bseq
         used.sort(key=lambda b: bseq[b])
-        self._order = used   # blocks in use, oldest first
-        self._torn = []      # (address, offset of the next record) of torn writes
+        self._order = used  # blocks in use, oldest first
+        self._torn = []  # (address, offset of the next record) of torn writes
         self._head = -1
         self._wp = self.bs
         self._cur = -1
         self.on_move = on_move
         hb = self._hb
-        movable = []   # [seq, address, magic, state, pid, first byte] of sent or inbound records
+        movable = []  # [seq, address, magic, state, pid, first byte] of sent or inbound records
         last = -1
         for b in used:
             off = _BHDR
@@ -112,9 +115,13 @@ class RingStore:
                 m = hb[0]
                 n = _u16(hb, 2)
                 if m == 0xFF and self._erased(b, off):
-                    break   # free from here
-                if ((m != _OUT and m != _IN) or _HDR + n > len(self._buf) or off + _HDR + n > self.bs
-                        or not self._crc_ok(b, off, n)):
+                    break  # free from here
+                if (
+                    (m != _OUT and m != _IN)
+                    or _HDR + n > len(self._buf)
+                    or off + _HDR + n > self.bs
+                    or not self._crc_ok(b, off, n)
+                ):
                     self._torn.append((b * self.bs + off, off + rmax[b]))
                     off += rmax[b]
                     continue
@@ -155,10 +162,12 @@ class RingStore:
         if self._head >= 0:
             t = (self._head + 1) % self.nblocks
             if self._bseq[t] >= 0 and self._live[t] and 0 <= self._movable(t) <= self.bs - self._wp:
+
                 def moved(old, new):
                     for r in keep:
                         if r[1] == old:
                             r[1] = new
+
                 self.on_move = moved
                 self._evacuate(t)
                 self.on_move = on_move
@@ -185,7 +194,7 @@ class RingStore:
         return 1
 
     def _crc_ok(self, b, off, n):
-        body = self._mv[_HDR:_HDR + n]
+        body = self._mv[_HDR : _HDR + n]
         self.dev.readblocks(b, body, off + _HDR)
         return crc32(body, crc32(self._hcrc)) == _u32(self._hb, 8)
 
@@ -259,9 +268,9 @@ class RingStore:
         h = 1
         while self._buf[h] & 0x80:
             h += 1
-        h += 1   # fixed header: first byte and the remaining length
+        h += 1  # fixed header: first byte and the remaining length
         te, _, ps = wire.publish_fields(self._buf[0], self._mv[h:], n - h)
-        return bytes(self._mv[h + 2:h + te]), bytes(self._mv[h + ps:n])
+        return bytes(self._mv[h + 2 : h + te]), bytes(self._mv[h + ps : n])
 
     def clear(self):
         """Forget every stored message."""
@@ -292,9 +301,12 @@ class RingStore:
         nb = (self._head + 1) % self.nblocks if self._head >= 0 else 0
         t = (nb + 1) % self.nblocks
         if (self._bseq[nb] >= 0 and self._live[nb]) or (
-                self._bseq[t] >= 0 and self._live[t] and self._movable(t) < 0):
-            raise StoreFull("message store full: %d messages wait to be sent; the partition has %d "
-                            "blocks of %d bytes" % (self.backlog, self.nblocks, self.bs))
+            self._bseq[t] >= 0 and self._live[t] and self._movable(t) < 0
+        ):
+            raise StoreFull(
+                "message store full: %d messages wait to be sent; the partition has %d "
+                "blocks of %d bytes" % (self.backlog, self.nblocks, self.bs)
+            )
         if self._bseq[nb] >= 0:
             self._retire(nb)
         if not self._blank[nb]:
@@ -390,7 +402,7 @@ class RingStore:
         buf[5] = pid >> 8
         buf[6] = self._seq & 255
         buf[7] = self._seq >> 8
-        pack_into("<I", buf, 8, crc32(self._mv[_HDR:_HDR + n], crc32(self._bcrc)))
+        pack_into("<I", buf, 8, crc32(self._mv[_HDR : _HDR + n], crc32(self._bcrc)))
         k = _rlen(n)
         for i in range(_HDR + n, k):
             buf[i] = 0xFF
@@ -426,7 +438,7 @@ class RingStore:
             i += 1
             if i >= len(self._order):
                 self._cur = -1
-                self.backlog = 0   # counted more than the flash holds: trust the flash
+                self.backlog = 0  # counted more than the flash holds: trust the flash
                 return
             b = self._order[i]
             off = _BHDR
@@ -447,4 +459,3 @@ def _u16(b, i):
 
 def _u32(b, i):
     return b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24
-

@@ -3,6 +3,10 @@
 # application in app.py (optional):
 #   def setup(client): ...   called once connected
 #   def step(client): ...    called every loop
+# With "ota": true in config.json, over-the-air updates (fleetwire.ota): the board takes
+# releases offered on fleet/<id>/ota/offer, and a new one on trial must connect and get
+# its first vitals record acknowledged within ota_confirm_s (default 120) or it is reset
+# and rolled back.
 # A module, not main.py itself: loaded as .mpy it needs no compiler heap on the board.
 import gc
 import json
@@ -23,22 +27,27 @@ def boot(path="config.json"):
     except (OSError, ValueError):
         return
     if cfg.get("wifi_ssid"):
-        if not board.wlan_connect(cfg["wifi_ssid"], cfg.get("wifi_password", ""), cfg.get("wifi_timeout_ms", 20000)):
+        if not board.wlan_connect(
+            cfg["wifi_ssid"], cfg.get("wifi_password", ""), cfg.get("wifi_timeout_ms", 20000)
+        ):
             print("boot: Wi-Fi %r not reachable yet; main.py keeps trying" % cfg["wifi_ssid"])
 
 
 def open_store(cfg):
     try:
         import esp32
+
         parts = esp32.Partition.find(esp32.Partition.TYPE_DATA, label=cfg.get("partition", "mqtt"))
         if parts:
             from .ringstore import RingStore
+
             return RingStore(parts[0])
     except ImportError:
         pass
     except ValueError as e:  # a partition the ring cannot use: say why, keep the messages in files
         print("main:", e, "- using the file store")
     import os
+
     try:
         os.mkdir("store")
     except OSError:
@@ -52,6 +61,7 @@ def tls(cfg):
     if not cfg.get("tls_ca") and not cfg.get("tls_cert"):
         return None
     from .identity import Context
+
     return Context(cfg)
 
 
@@ -60,27 +70,62 @@ def _why(e):
     return "%s: %s" % (type(e).__name__, e)
 
 
+def _since(t0):
+    if hasattr(time, "ticks_ms"):
+        return time.ticks_diff(time.ticks_ms(), t0)
+    return int(time.time() * 1000) - t0
+
+
 def _sleep(ms):
     time.sleep_ms(ms) if hasattr(time, "sleep_ms") else time.sleep(ms / 1000)
+
+
+def _ota_state(cfg):
+    # the release this board runs and its trial (fleetwire.otaboot), when updates are on or
+    # one was ever applied; None otherwise (and nothing of the updater is loaded)
+    import os
+
+    try:
+        os.stat("ota/boot.json")
+    except OSError:
+        if not cfg.get("ota"):
+            return None
+    from .otastate import load as ota_load
+
+    return ota_load() or {}
 
 
 def main(path="config.json"):
     from .client import MQTTClient, MQTTException
     from .vitals import Vitals
+
+    t0 = time.ticks_ms() if hasattr(time, "ticks_ms") else int(time.time() * 1000)
     cfg = load(path)
+    ota = _ota_state(cfg)
+    trial = ota.get("trial") if ota else None
     gc.collect()
     ctx = tls(cfg)
-    client = MQTTClient(cfg["device_id"], cfg["broker"], cfg.get("port", 0), cfg.get("mqtt_user"),
-                        cfg.get("mqtt_password"), keepalive=cfg.get("keepalive", 60), ssl=ctx,
-                        reconnect=True, queue_size=cfg.get("queue_size", 16), store=open_store(cfg))
-    vitals = Vitals(client, cfg["device_id"], cfg.get("fw_version", "dev"), cfg.get("period_s", 60),
-                    state="vitals.json")
+    client = MQTTClient(
+        cfg["device_id"],
+        cfg["broker"],
+        cfg.get("port", 0),
+        cfg.get("mqtt_user"),
+        cfg.get("mqtt_password"),
+        keepalive=cfg.get("keepalive", 60),
+        ssl=ctx,
+        reconnect=True,
+        queue_size=cfg.get("queue_size", 16),
+        store=open_store(cfg),
+        max_packet=cfg.get("max_packet", 1024),
+    )
+    version = (ota or {}).get("version") or cfg.get("fw_version", "dev")
+    vitals = Vitals(client, cfg["device_id"], version, cfg.get("period_s", 60), state="vitals.json")
     print("main: boot", vitals.boot(), "as", cfg["device_id"])
     try:
         import app
     except ImportError:
         app = None
-    wifi = (cfg.get("wifi_ssid"), cfg.get("wifi_password", ""))
+    wifi = (cfg.get("wifi_ssid"), cfg.get("wifi_password", ""), cfg.get("wifi_timeout_ms", 20000))
     while True:
         try:
             if not wifi[0] or board.wlan_connect(*wifi):
@@ -88,6 +133,13 @@ def main(path="config.json"):
                 break
         except (OSError, MQTTException) as e:  # a refusal too: the records wait, a deploy mends it
             print("main: not connected:", _why(e))
+        if trial and _since(t0) > cfg.get("ota_confirm_s", 120) * 1000:
+            from .otaboot import expire
+
+            expire(
+                "release %s: not connected within %d s of boot"
+                % (trial.get("version"), cfg.get("ota_confirm_s", 120))
+            )
         # records go on meanwhile: they wait in the store for the first connection
         for _ in range(25):
             vitals.step()
@@ -103,12 +155,24 @@ def main(path="config.json"):
                 said[0] = type(why) if why is not None else None
                 if why is not None:
                     print("main: reconnecting:", _why(why))
+
         client.on_reconnect = retry
     if app is not None and hasattr(app, "setup"):
         app.setup(client)
+    upd = None
+    if ota is not None:
+        from .ota import enable
+
+        # the app's own callback (set in setup) still gets every other message
+        upd = enable(
+            client, cfg["device_id"], vitals, callback=getattr(client, "cb", None), cfg=cfg, boot_ms=t0
+        )
+        gc.collect()
     online = True
     while True:
         vitals.step()
+        if upd is not None:
+            upd.step()
         if app is not None and hasattr(app, "step"):
             app.step(client)
         if wifi[0] and not board.wlan_up():

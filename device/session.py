@@ -126,9 +126,26 @@ class Session:
     qos = dropped = 0
     drop_oldest = reconnect = False
 
-    def __init__(self, client_id, keepalive=0, clean_session=True, user=None, password=None, *,
-                 max_inflight=10, queue_size=16, max_packet=1024, max_subscriptions=8, drop_oldest=False,
-                 timeout=10, reconnect=False, backoff_min=1, backoff_max=128, takeover_kicks=3, store=None):
+    def __init__(
+        self,
+        client_id,
+        keepalive=0,
+        clean_session=True,
+        user=None,
+        password=None,
+        *,
+        max_inflight=10,
+        queue_size=16,
+        max_packet=1024,
+        max_subscriptions=8,
+        drop_oldest=False,
+        timeout=10,
+        reconnect=False,
+        backoff_min=1,
+        backoff_max=128,
+        takeover_kicks=3,
+        store=None,
+    ):
         if max_inflight < 1 or queue_size < max_inflight:
             raise ValueError(say(_INFLIGHT_Q))
         if password is not None and user is None:
@@ -240,8 +257,14 @@ class Session:
         """A QoS 0 message packed straight into tx when nothing is due before it -> its
         length, or 0: then publish() queues it. For a caller whose tx is idle; it writes
         the packet at once (a sensor loop's usual path: no queue, no allocation)."""
-        if (self.state != CONNECTED or self._c != self._n or self._fc or self._ping_at == _PING_DUE
-                or type(topic) is not bytes or len(topic) + len(msg) + 7 > len(self.tx)):
+        if (
+            self.state != CONNECTED
+            or self._c != self._n
+            or self._fc
+            or self._ping_at == _PING_DUE
+            or type(topic) is not bytes
+            or len(topic) + len(msg) + 7 > len(self.tx)
+        ):
             return 0  # publish() queues it, copies the topic, or refuses it with its reason
         if topic is not self._pub_topic:
             check_name(topic)
@@ -338,8 +361,18 @@ class Session:
         if self._up_at >= 0 and not self._rn:
             self.need_renew()  # a connection before this one left messages and subscriptions
         w = self.will or (None, None, 0, False)
-        n = wire.pack_connect(self.tx, self.client_id, self.clean_session, self.keepalive, w[0], w[1], w[2],
-                              w[3], self.username, self.password)
+        n = wire.pack_connect(
+            self.tx,
+            self.client_id,
+            self.clean_session,
+            self.keepalive,
+            w[0],
+            w[1],
+            w[2],
+            w[3],
+            self.username,
+            self.password,
+        )
         self.state = CONNECTING
         self._ping_at = -1
         self._fh = self._fc = self._rp = self._re = 0
@@ -683,7 +716,12 @@ class Session:
             if self._f[s]:
                 if j != k:
                     d = self._slot(j)
-                    self._t[d], self._m[d], self._p[d], self._f[d] = self._t[s], self._m[s], self._p[s], self._f[s]
+                    self._t[d], self._m[d], self._p[d], self._f[d] = (
+                        self._t[s],
+                        self._m[s],
+                        self._p[s],
+                        self._f[s],
+                    )
                     self._f[s] = 0
                     self._t[s] = self._m[s] = None
                 j += 1
@@ -723,4 +761,3 @@ class Session:
 def _bytes(x):
     # str as UTF-8; bytes (and None) as they are
     return x.encode() if isinstance(x, str) else x
-

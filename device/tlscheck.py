@@ -11,8 +11,16 @@
 # The broker's own certificate is checked by mbedTLS, which says what is wrong (ValueError).
 import time
 
-from .tlserrors import (IdentityUnusable, BrokerNotTrusted, NoCertificate, CertificateExpired,
-                        CertificateNotYetValid, UnknownIssuer, CertificateRevoked, HUNG_UP)
+from .tlserrors import (
+    IdentityUnusable,
+    BrokerNotTrusted,
+    NoCertificate,
+    CertificateExpired,
+    CertificateNotYetValid,
+    UnknownIssuer,
+    CertificateRevoked,
+    HUNG_UP,
+)
 
 
 def say(cls, key, *values):
@@ -74,6 +82,7 @@ def unusable(key, e, cfg):
 
 # ---- reading a DER certificate: the few fields above, nothing more
 
+
 def _tlv(b, i):
     # -> (tag, start of the value, its end); never past the buffer
     if i + 2 > len(b):
@@ -109,18 +118,18 @@ def _info(path):
     try:
         with open(path, "rb") as f:
             b = f.read()
-        _, i, _ = _tlv(b, 0)          # Certificate
-        _, i, end = _tlv(b, i)        # TBSCertificate
+        _, i, _ = _tlv(b, 0)  # Certificate
+        _, i, end = _tlv(b, i)  # TBSCertificate
         t, s, e = _tlv(b, i)
-        if t == 0xA0:                 # version
+        if t == 0xA0:  # version
             t, s, e = _tlv(b, e)
         serial = "".join("%02x" % x for x in b[s:e])
         while serial.startswith("00") and len(serial) > 2:
             serial = serial[2:]
-        _, _, i = _tlv(b, e)          # signature algorithm
+        _, _, i = _tlv(b, e)  # signature algorithm
         _, _, e = _tlv(b, i)
         issuer = b[i:e]
-        _, s, i = _tlv(b, e)          # validity
+        _, s, i = _tlv(b, e)  # validity
         t, a, z = _tlv(b, s)
         not_before = _time(t, b[a:z])
         t, a, z = _tlv(b, z)
@@ -128,23 +137,23 @@ def _info(path):
         _, _, e = _tlv(b, i)
         subject = b[i:e]
         aki = ski = None
-        _, _, i = _tlv(b, e)          # subject public key info
-        while i < end:                # [1], [2] unique ids, [3] extensions
+        _, _, i = _tlv(b, e)  # subject public key info
+        while i < end:  # [1], [2] unique ids, [3] extensions
             t, s, i = _tlv(b, i)
             if t != 0xA3:
                 continue
             _, j, z = _tlv(b, s)
-            while j < z:              # Extension: OID, critical?, OCTET STRING
+            while j < z:  # Extension: OID, critical?, OCTET STRING
                 _, x, j = _tlv(b, j)
                 _, o, oe = _tlv(b, x)
                 oid = b[o:oe]
                 t, v, ve = _tlv(b, oe)
                 if t == 0x01:
                     t, v, ve = _tlv(b, ve)
-                if oid == b"\x55\x1d\x0e":      # subjectKeyIdentifier: OCTET STRING
+                if oid == b"\x55\x1d\x0e":  # subjectKeyIdentifier: OCTET STRING
                     _, v, ve = _tlv(b, v)
                     ski = b[v:ve]
-                elif oid == b"\x55\x1d\x23":    # authorityKeyIdentifier: SEQUENCE {[0] keyid}
+                elif oid == b"\x55\x1d\x23":  # authorityKeyIdentifier: SEQUENCE {[0] keyid}
                     _, v, ve = _tlv(b, v)
                     if v < ve and b[v] == 0x80:
                         _, v, ve = _tlv(b, v)

@@ -10,10 +10,26 @@ except ImportError:
 import json
 
 # Keys in the order of the record (the report's schema, less the collector's rx_ts).
-_KEYS = (b'{"device_id":', b',"fw_version":', b',"boot_id":', b',"ts":', b',"seq":', b',"uptime_s":',
-         b',"heap_free":', b',"heap_min":', b',"rssi":', b',"vbat_mv":', b',"reconnects":',
-         b',"publish_fail":', b',"queue_drops":', b',"queue_depth":', b',"store_used":',
-         b',"publish_latency_ms":', b',"reset_cause":', b',"period_s":')
+_KEYS = (
+    b'{"device_id":',
+    b',"fw_version":',
+    b',"boot_id":',
+    b',"ts":',
+    b',"seq":',
+    b',"uptime_s":',
+    b',"heap_free":',
+    b',"heap_min":',
+    b',"rssi":',
+    b',"vbat_mv":',
+    b',"reconnects":',
+    b',"publish_fail":',
+    b',"queue_drops":',
+    b',"queue_depth":',
+    b',"store_used":',
+    b',"publish_latency_ms":',
+    b',"reset_cause":',
+    b',"period_s":',
+)
 _NULL = b"null"
 _CAUSES = ("power_on", "deliberate", "watchdog", "panic", "brownout")
 
@@ -59,6 +75,7 @@ class FileState:
 
     def save(self, d):
         import os
+
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(d, f)
@@ -86,8 +103,17 @@ class Vitals:
     the next boot reports reset_cause "deliberate" rather than a crash.
     `board` is fleetwire.board unless given (the host passes an emulation)."""
 
-    def __init__(self, client, device_id, fw_version, period_s=60, state="vitals.json", board=None,
-                 topic=None, size=512):
+    def __init__(
+        self,
+        client,
+        device_id,
+        fw_version,
+        period_s=60,
+        state="vitals.json",
+        board=None,
+        topic=None,
+        size=512,
+    ):
         if board is None:
             from . import board
         self.c = client
@@ -109,6 +135,8 @@ class Vitals:
         self._ups = 0
         self._drops_seen = 0
         self.latency_ms = None
+        self.acked = 0  # records of this boot the broker acknowledged
+        self.ota = None  # fleetwire.ota's Updater: its state rides in every record
         if client is not None:
             self._chain(client)
 
@@ -132,6 +160,12 @@ class Vitals:
         self.state.save(self._st)
         self.board.reset()
 
+    def room(self, size):
+        """Make the record buffer at least `size` bytes (the ota member needs more)."""
+        if len(self._buf) < size:
+            self._buf = bytearray(size)
+            self._mv = memoryview(self._buf)
+
     def due(self):
         return ticks_diff(ticks_ms(), self._next) >= 0
 
@@ -147,6 +181,7 @@ class Vitals:
         """Make a record and hand it to the client (QoS 1, not blocking) -> packet id, or 0."""
         from .errors import QueueFull
         from .store import StoreFull
+
         rec = self.make()
         try:
             self._pid = self.c.publish(self.topic, rec, False, 1, block=False)
@@ -181,7 +216,7 @@ class Vitals:
                 st["queue_drops"] += d - self._drops_seen
                 self._drops_seen = d
         self.state.save(st)
-        return self._mv[:self.format()]
+        return self._mv[: self.format()]
 
     def format(self):
         """Format the record for the current sequence number into the buffer ->
@@ -236,6 +271,8 @@ class Vitals:
             i = _copy(buf, i, _NULL)
         i = _copy(buf, i, K[17])
         i = _int(buf, i, self.period_s)
+        if self.ota is not None:
+            i = self.ota.fmt(buf, i)
         buf[i] = 125  # "}"
         return i + 1
 
@@ -255,7 +292,9 @@ class Vitals:
         def on_delivered(pid):
             if pid == self._pid:
                 self.latency_ms = ticks_diff(ticks_ms(), self._t_pub)
+                self.acked += 1
             if prev_deliv:
                 prev_deliv(pid)
+
         c.on_connect = on_connect
         c.on_delivered = on_delivered

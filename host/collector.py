@@ -19,6 +19,7 @@ landing zone that `fleetwire report` reads, losing none.
   certificate of its own (tls_cert/tls_key, `fleetwire ca issue collector --role collector`),
   checking the broker's against tls_ca; the broker's ACL lets it read telemetry only.
 """
+
 import base64
 import datetime
 import json
@@ -69,9 +70,22 @@ class Collector:
     start() connects and returns once subscribed; stop() disconnects and closes
     every file. Counters: received, landed, quarantined, files."""
 
-    def __init__(self, host, port, landing, collector_id="collector-1", share=None, topic=TOPIC,
-                 clock=time.time, fsync=False, user=None, password=None, tls_ca=None, tls_cert=None,
-                 tls_key=None):
+    def __init__(
+        self,
+        host,
+        port,
+        landing,
+        collector_id="collector-1",
+        share=None,
+        topic=TOPIC,
+        clock=time.time,
+        fsync=False,
+        user=None,
+        password=None,
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+    ):
         if not re.match(r"^[A-Za-z0-9_.-]+$", collector_id):
             raise ValueError("collector id %r: use letters, digits, '_', '.', '-'" % collector_id)
         self.host, self.port = host, port
@@ -81,21 +95,24 @@ class Collector:
         self.clock = clock
         self.fsync = fsync
         self.received = self.landed = self.quarantined = self.files = 0
-        self._open = {}        # (date, hour) -> (file, part path, final path)
+        self._open = {}  # (date, hour) -> (file, part path, final path)
         self._lock = threading.Lock()
-        self._answered = threading.Event()   # a SUBACK or a refusal came
+        self._answered = threading.Event()  # a SUBACK or a refusal came
         self._client = None
         self.user, self.password = user, password
         if (tls_cert or tls_key) and not (tls_cert and tls_key and tls_ca):
-            raise ValueError("a client certificate needs its key and the broker's CA (tls_cert, tls_key, tls_ca)")
+            raise ValueError(
+                "a client certificate needs its key and the broker's CA (tls_cert, tls_key, tls_ca)"
+            )
         self.tls = (tls_ca, tls_cert, tls_key)
         self.connected = False
-        self.error = None      # why the broker last refused or dropped us, None while all is well
+        self.error = None  # why the broker last refused or dropped us, None while all is well
 
     # ---- life
 
     def start(self, timeout=10):
         import paho.mqtt.client as mqtt
+
         os.makedirs(self.landing, exist_ok=True)
         self.recover()
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.id, clean_session=False)
@@ -138,7 +155,7 @@ class Collector:
 
     def _on_connect(self, client, userdata, flags, rc, props):
         if rc != 0:
-            self.error = "refused the connection: %s" % rc   # paho names the return code
+            self.error = "refused the connection: %s" % rc  # paho names the return code
             self._answered.set()
             return
         self.connected = True
@@ -234,7 +251,7 @@ class Collector:
                     if end < len(data):  # torn last line: never acknowledged, it comes again
                         f.truncate(end)
                 if end:
-                    os.rename(part, os.path.join(dirpath, name[1:-len(".part")]))
+                    os.rename(part, os.path.join(dirpath, name[1 : -len(".part")]))
                 else:
                     os.remove(part)
                 n += 1

@@ -1,6 +1,7 @@
 """A serial console that survives the board: it timestamps each line, writes it to a
 log if asked, reopens the port when the board resets or is unplugged, and can stop
 when a pattern is seen (for scripts)."""
+
 import datetime
 import os
 import re
@@ -15,6 +16,7 @@ class ConsoleError(Exception):
 def ports_here():
     try:
         from serial.tools import list_ports
+
         return [p.device for p in list_ports.comports()]
     except Exception:
         return []
@@ -25,13 +27,16 @@ def console(port, log=None, until=None, timeout=None, out=None, baud=115200, wai
     `timeout` seconds passed. Raises ConsoleError for a port that does not exist
     (unless wait=True: then wait for it to appear)."""
     import serial
+
     out = out or sys.stdout
     pat = re.compile(until) if until else None
     end = time.monotonic() + timeout if timeout else None
     if not os.path.exists(port) and not wait:
         here = ports_here()
-        raise ConsoleError("no such serial port: %s%s" % (port, " (ports here: %s)" % ", ".join(here) if here
-                                                           else " (no serial ports found)"))
+        raise ConsoleError(
+            "no such serial port: %s%s"
+            % (port, " (ports here: %s)" % ", ".join(here) if here else " (no serial ports found)")
+        )
     logf = open(log, "a", encoding="utf-8") if log else None
     s = None
     buf = b""

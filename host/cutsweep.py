@@ -34,8 +34,8 @@ from fleetwire.store import StoreFull
 from fleetwire.codec import wire
 
 MP = sys.implementation.name == "micropython"
-INFLIGHT = 4          # the device's in-flight window, and inbound QoS 2 it can hold
-IN_MAX = 3            # inbound QoS 2 the broker leaves unfinished at once (< INFLIGHT)
+INFLIGHT = 4  # the device's in-flight window, and inbound QoS 2 it can hold
+IN_MAX = 3  # inbound QoS 2 the broker leaves unfinished at once (< INFLIGHT)
 MAX_PACKET = 128
 OUTCOMES = ("lost", "resurrected", "duplicated", "qos1 again", "reordered", "errors")
 
@@ -68,26 +68,26 @@ class World:
             self._copy(src)
             return
         # size: message numbers (and inbound numbers) the sweep may use
-        self.acc = bytearray(size)     # publish() returned: its QoS
-        self.done = bytearray(size)    # on_delivered: the application was told it is complete
-        self.deliv = bytearray(size)   # received by the subscribers (capped at 255)
-        self.got = bytearray(size)     # inbound: delivered to the application
+        self.acc = bytearray(size)  # publish() returned: its QoS
+        self.done = bytearray(size)  # on_delivered: the application was told it is complete
+        self.deliv = bytearray(size)  # received by the subscribers (capped at 255)
+        self.got = bytearray(size)  # inbound: delivered to the application
         self.in_done = bytearray(size)  # inbound: the broker had PUBCOMP
-        self.by_pid = {}               # packet id -> message number, in flight (the broker saw it)
-        self.q2 = set()                # broker: QoS 2 packet ids awaiting PUBREL (method B)
-        self.hold = {}                 # message -> packet type whose answer the broker withholds
-        self.owed = {}                 # message -> (packet type, pid) withheld
-        self.inb = []                  # broker -> device QoS 2 flows: (pid, j, stage), in order;
+        self.by_pid = {}  # packet id -> message number, in flight (the broker saw it)
+        self.q2 = set()  # broker: QoS 2 packet ids awaiting PUBREL (method B)
+        self.hold = {}  # message -> packet type whose answer the broker withholds
+        self.owed = {}  # message -> (packet type, pid) withheld
+        self.inb = []  # broker -> device QoS 2 flows: (pid, j, stage), in order;
         # stage 0: PUBLISH sent; 1: PUBREC came, PUBREL withheld; 2: PUBREL sent
-        self.in_hold = set()           # inbound numbers whose PUBREL the broker withholds
-        self.m = 0                     # next message number
-        self.j = 0                     # next inbound number
-        self.top = -1                  # highest message received so far (order check)
+        self.in_hold = set()  # inbound numbers whose PUBREL the broker withholds
+        self.m = 0  # next message number
+        self.j = 0  # next inbound number
+        self.top = -1  # highest message received so far (order check)
         self.reordered = 0
         self.resurrected = 0
-        self.session = False           # the broker has the device's session
+        self.session = False  # the broker has the device's session
         self.link = False
-        self.cur = ("mount",)          # the call under way: a cut here leaves it in doubt
+        self.cur = ("mount",)  # the call under way: a cut here leaves it in doubt
 
     def _copy(self, o):
         self.acc = bytearray(o.acc)
@@ -118,9 +118,20 @@ class World:
         h = 0
         for b in (self.acc, self.done, self.deliv, self.got, self.in_done):
             h = crc32(b, h)
-        rest = (sorted(self.by_pid.items()), sorted(self.q2), sorted(self.hold.items()),
-                sorted(self.owed.items()), self.inb, sorted(self.in_hold), self.m, self.j,
-                self.top, self.session, self.link, self.cur)
+        rest = (
+            sorted(self.by_pid.items()),
+            sorted(self.q2),
+            sorted(self.hold.items()),
+            sorted(self.owed.items()),
+            self.inb,
+            sorted(self.in_hold),
+            self.m,
+            self.j,
+            self.top,
+            self.session,
+            self.link,
+            self.cur,
+        )
         return crc32(repr(rest).encode(), h)
 
     # ---- the broker (MQTT 3.1.1, persistent session; QoS 2 in by method B:
@@ -138,7 +149,7 @@ class World:
         """A packet the device wrote -> [(label, bytes)] the broker answers with."""
         if t == wire.CONNECT:
             self.link = True
-            self.owed = {}   # the device resends what they answered
+            self.owed = {}  # the device resends what they answered
             out = [(("connack",), b"\x20\x02\x01\x00" if self.session else b"\x20\x02\x00\x00")]
             self.session = True
             for p, j, stage in self.inb:
@@ -181,8 +192,10 @@ class World:
                     return []
                 self.inb[k] = (p, j, 2)
                 return [(("in_pubrel", j), _ack(wire.PUBREL, p))]
-            raise AssertionError("%s for packet id %d the broker never sent"
-                                 % ("PUBCOMP" if t == wire.PUBCOMP else "PUBREC", pid))
+            raise AssertionError(
+                "%s for packet id %d the broker never sent"
+                % ("PUBCOMP" if t == wire.PUBCOMP else "PUBREC", pid)
+            )
         raise AssertionError("unexpected packet type %d from the device" % t)
 
     def _answer(self, m, t, pid, label):
@@ -197,8 +210,9 @@ class World:
         if m not in self.owed or not self.link:
             return []
         t, pid = self.owed.pop(m)
-        return [(({wire.PUBACK: "puback", wire.PUBREC: "pubrec", wire.PUBCOMP: "pubcomp"}[t], m),
-                 _ack(t, pid))]
+        return [
+            (({wire.PUBACK: "puback", wire.PUBREC: "pubrec", wire.PUBCOMP: "pubcomp"}[t], m), _ack(t, pid))
+        ]
 
     def new_inbound(self, held):
         """The broker sends the next inbound QoS 2 message (the lowest free packet id:
@@ -263,12 +277,14 @@ def _in_publish(pid, j, dup):
 
 # ---- the device
 
+
 def new_flash(kind):
     """A fresh medium: a 4-block raw flash for the ring store; LittleFS on a 24-block
     flash for the file store (MicroPython)."""
     if kind == "ring":
         return NorFlash(4, block_size=512)
     import vfs
+
     f = NorFlash(24, block_size=512)
     vfs.VfsLfs2.mkfs(f)
     return f
@@ -277,6 +293,7 @@ def new_flash(kind):
 def unmount(mnt):
     if MP:
         import vfs
+
         try:
             vfs.umount(mnt)
         except OSError:
@@ -291,8 +308,8 @@ class Device:
         self.flash = flash
         self.w = world
         self.kind = kind
-        self.mnt = mnt      # where LittleFS is mounted (the file store)
-        self.moving = 0     # inside the ring's move of live records
+        self.mnt = mnt  # where LittleFS is mounted (the file store)
+        self.moving = 0  # inside the ring's move of live records
         self.s = None
 
     def mount(self, label=("mount",)):
@@ -301,7 +318,7 @@ class Device:
         w.cur = label
         if self.kind == "ring":
             st = RingStore(self.flash)
-            evacuate = st._evacuate   # labels the flash operations of a move, for the table
+            evacuate = st._evacuate  # labels the flash operations of a move, for the table
 
             def moving(b):
                 self.moving += 1
@@ -309,14 +326,24 @@ class Device:
                     evacuate(b)
                 finally:
                     self.moving -= 1
+
             st._evacuate = moving
         else:
             import vfs
+
             unmount(self.mnt)
-            vfs.mount(vfs.VfsLfs2(self.flash, mtime=False), self.mnt)   # no clock: repeatable
+            vfs.mount(vfs.VfsLfs2(self.flash, mtime=False), self.mnt)  # no clock: repeatable
             st = FileStore(self.mnt + "/q")
-        s = Session(b"dev", 0, False, max_inflight=INFLIGHT, queue_size=INFLIGHT,
-                    max_packet=MAX_PACKET, max_subscriptions=1, store=st)
+        s = Session(
+            b"dev",
+            0,
+            False,
+            max_inflight=INFLIGHT,
+            queue_size=INFLIGHT,
+            max_packet=MAX_PACKET,
+            max_subscriptions=1,
+            store=st,
+        )
         s.on_delivered = self._delivered
         s.cb = self._message
         self.s = s
@@ -441,7 +468,7 @@ def next_packet(s):
         while tx[h - 1] & 0x80:
             h += 1
         _, pid, ps = wire.publish_fields(tx[0], tx[h:], n - h)
-        return (t, pid, bytes(tx[h + ps:n]))
+        return (t, pid, bytes(tx[h + ps : n]))
     if t in (wire.PUBREL, wire.PUBACK, wire.PUBREC, wire.PUBCOMP):
         return (t, tx[2] << 8 | tx[3], None)
     return (t, 0, None)
@@ -451,8 +478,16 @@ def age(flash, n):
     """n QoS 1 messages published and acknowledged on the ring before the workload:
     a device that has run a while, whose record sequence numbers and packet ids
     wrap (at 65536) during the workload."""
-    s = Session(b"dev", 0, False, max_inflight=INFLIGHT, queue_size=INFLIGHT,
-                max_packet=MAX_PACKET, max_subscriptions=1, store=RingStore(flash))
+    s = Session(
+        b"dev",
+        0,
+        False,
+        max_inflight=INFLIGHT,
+        queue_size=INFLIGHT,
+        max_packet=MAX_PACKET,
+        max_subscriptions=1,
+        store=RingStore(flash),
+    )
     s.start(0)
     s.pack(0)
     s.receive(b"\x20\x02\x00\x00", 0)
@@ -464,6 +499,7 @@ def age(flash, n):
 
 # ---- the workload
 
+
 def workload(dev, rounds, per_round=40):
     """The device's scripted life: offline backlogs (once until the store is full),
     QoS 1 and 2 publishes online, the broker holding acks back (a QoS 1 message,
@@ -473,14 +509,14 @@ def workload(dev, rounds, per_round=40):
     w = dev.w
     dev.mount()
     for r in range(rounds):
-        for _ in range(3 + r % 5):          # offline: a backlog builds up on flash
+        for _ in range(3 + r % 5):  # offline: a backlog builds up on flash
             dev.publish()
         if r % 6 == 5:
-            while dev.publish():            # offline until the store is full
+            while dev.publish():  # offline until the store is full
                 pass
         dev.connect()
         m = w.m
-        w.hold[m + (m & 1)] = wire.PUBACK        # a QoS 1 message stays unacknowledged
+        w.hold[m + (m & 1)] = wire.PUBACK  # a QoS 1 message stays unacknowledged
         # and a QoS 2 one, before PUBREC (its record SENT) or after (REL)
         w.hold[m + 1 - (m & 1)] = wire.PUBREC if r % 2 else wire.PUBCOMP
         for k in range(per_round):
@@ -491,12 +527,12 @@ def workload(dev, rounds, per_round=40):
             if k % 12 == 9:
                 dev.release_inbound()
             if k == per_round // 2:
-                dev.drop()                  # the link drops; the device keeps its RAM
+                dev.drop()  # the link drops; the device keeps its RAM
                 dev.publish()
                 dev.connect()
         if r % 2:
             dev.publish()
-            dev.mount()                     # a planned reset with messages in flight
+            dev.mount()  # a planned reset with messages in flight
             dev.publish()
             dev.connect()
         dev.release_all()
@@ -513,7 +549,7 @@ def finish(dev, tail=30):
     w.hold = {}
     dev.connect()
     dev.release_all()
-    w.m += 1          # the message under way at the cut (if any) stays in doubt
+    w.m += 1  # the message under way at the cut (if any) stays in doubt
     m = w.m
     w.hold[m + (m & 1)] = wire.PUBACK
     for k in range(tail):
@@ -524,19 +560,22 @@ def finish(dev, tail=30):
     dev.release_all()
     if not dev.settled() or w.inb or w.q2:
         # (a QoS 2 id the broker still holds would make it drop a later message with that id)
-        raise AssertionError("the work did not finish: %d pending, %d in flight, %d stored, "
-                             "%d inbound flows open, %d QoS 2 ids the broker holds"
-                             % (dev.s.pending, dev.s.inflight, dev.s.store.backlog, len(w.inb),
-                                len(w.q2)))
+        raise AssertionError(
+            "the work did not finish: %d pending, %d in flight, %d stored, "
+            "%d inbound flows open, %d QoS 2 ids the broker holds"
+            % (dev.s.pending, dev.s.inflight, dev.s.store.backlog, len(w.inb), len(w.q2))
+        )
 
 
 # ---- the sweep
 
+
 class Sweep:
     """Fork at every flash operation of the workload (every nshards-th, from shard)."""
 
-    def __init__(self, kind="ring", rounds=6, per_round=40, tail=0, shard=0, nshards=1,
-                 samples=0, nested=True, aged=0):
+    def __init__(
+        self, kind="ring", rounds=6, per_round=40, tail=0, shard=0, nshards=1, samples=0, nested=True, aged=0
+    ):
         # tail: messages each recovery publishes after finishing the work; enough to
         # wrap the ring (LittleFS has more room and costs more per message)
         tail = tail or (30 if kind == "ring" else 12)
@@ -550,12 +589,12 @@ class Sweep:
         self.shard = shard
         self.nshards = nshards
         self.nested = nested
-        self.tally = {}        # phase -> [cut points] + OUTCOMES
-        self.errors = []       # the first few failures, described
+        self.tally = {}  # phase -> [cut points] + OUTCOMES
+        self.errors = []  # the first few failures, described
         self.samples = samples
-        self.picked = []       # (op, partial, crc of the cut flash, world digest) to replay
+        self.picked = []  # (op, partial, crc of the cut flash, world digest) to replay
         self.ops = 0
-        self.recovery_ops = 0   # flash operations the recoveries made
+        self.recovery_ops = 0  # flash operations the recoveries made
         # message numbers used: each round publishes per_round + a few, and once in six
         # rounds fills the store offline; each recovery publishes tail more
         self.size = rounds * (per_round + 12) + (rounds // 6 + 1) * 128 + 2 * tail + 64
@@ -597,6 +636,7 @@ class Sweep:
                 self.recover(img, w.clone(), phase, k, partial, 1)
                 img = None
             self._forks += 1
+
         flash.watch = watch
         workload(dev, self.rounds, self.per_round)
         flash.watch = None
@@ -623,15 +663,22 @@ class Sweep:
                     n = img.ops + 1
                     sub = "restore: %s" % dev.subop(op, where, buf)
                     for p2 in (False, True):
-                        self.recover(img.cut_copy(op, where, buf, p2, seed=n, into=self._spare(2, img)),
-                                     w.clone(), sub, k, partial, 2)
+                        self.recover(
+                            img.cut_copy(op, where, buf, p2, seed=n, into=self._spare(2, img)),
+                            w.clone(),
+                            sub,
+                            k,
+                            partial,
+                            2,
+                        )
+
                 img.watch = watch
             img.power_on()
             dev.mount(("restore",))
             img.watch = None
             finish(dev, self.tail)
             got = w.outcome(deliv0)
-        except Exception as e:   # noqa: BLE001  (a failed recovery is a result to report)
+        except Exception as e:  # noqa: BLE001  (a failed recovery is a result to report)
             got = [0, 0, 0, 0, 0, 1]
             self.note(phase, k, partial, depth, "%s: %s" % (type(e).__name__, e))
         img.watch = None
@@ -644,9 +691,16 @@ class Sweep:
 
     def note(self, phase, k, partial, depth, what):
         if len(self.errors) < 40:
-            self.errors.append("op %d%s%s [%s]: %s" % (k - self.base, " torn" if partial else "",
-                                                     " (cut again in the restore)" if depth > 1 else "",
-                                                     phase, what))
+            self.errors.append(
+                "op %d%s%s [%s]: %s"
+                % (
+                    k - self.base,
+                    " torn" if partial else "",
+                    " (cut again in the restore)" if depth > 1 else "",
+                    phase,
+                    what,
+                )
+            )
 
     def replay(self):
         """Cut the picked operations the plain way: a fresh flash armed to fail there,
@@ -665,9 +719,17 @@ class Sweep:
                 bad.append((k - self.base, partial, "the workload ended before the cut"))
             unmount("/st")
             if crc32(flash.data) != crc or w.digest() != digest:
-                bad.append((k - self.base, partial, "flash %s, world %s" % (
-                    "same" if crc32(flash.data) == crc else "differs",
-                    "same" if w.digest() == digest else "differs")))
+                bad.append(
+                    (
+                        k - self.base,
+                        partial,
+                        "flash %s, world %s"
+                        % (
+                            "same" if crc32(flash.data) == crc else "differs",
+                            "same" if w.digest() == digest else "differs",
+                        ),
+                    )
+                )
             flash = w = None
             gc.collect()
         return bad

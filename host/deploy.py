@@ -3,6 +3,7 @@ copy only the files whose SHA-256 differs from the board's, write the board's TL
 identity (fleetwire.host.provision: with a fleet CA, a key and certificate of its own),
 write config.json, and reset the board. Credentials and keys are never printed.
 """
+
 import hashlib
 import json
 import os
@@ -53,8 +54,12 @@ class DeployError(Exception):
 
 def _mpremote(port, *args, timeout=120, retries=0):
     try:
-        r = subprocess.run([sys.executable, "-m", "mpremote", "connect", port, "resume"] + list(args),
-                           capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(
+            [sys.executable, "-m", "mpremote", "connect", port, "resume"] + list(args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         if retries:  # a board caught mid-restart can miss the first Ctrl-C: once more
             return _mpremote(port, *args, timeout=timeout, retries=retries - 1)
@@ -89,8 +94,10 @@ def load_config(path):
         raise DeployError("config %s lacks %s" % (path, ", ".join(missing)))
     if cfg.get("mqtt_password") and not cfg.get("mqtt_user"):
         # the board's client would refuse it at every boot (MQTT-3.1.2-22)
-        raise DeployError("config %s has mqtt_password but no mqtt_user: MQTT 3.1.1 sends a password "
-                          "only with a user name" % path)
+        raise DeployError(
+            "config %s has mqtt_password but no mqtt_user: MQTT 3.1.1 sends a password "
+            "only with a user name" % path
+        )
     return cfg
 
 
@@ -98,8 +105,19 @@ def redact(cfg):
     return {k: ("(set)" if any(s in k for s in SECRET_KEYS) and v else v) for k, v in cfg.items()}
 
 
-def deploy(port, config=None, mpy=False, arch=None, reset=True, log=print, ca=None, cert=None, key=None,
-           broker_ca=None, rotate=False):
+def deploy(
+    port,
+    config=None,
+    mpy=False,
+    arch=None,
+    reset=True,
+    log=print,
+    ca=None,
+    cert=None,
+    key=None,
+    broker_ca=None,
+    rotate=False,
+):
     """Bring the board on `port` up to date -> {"copied": [...], "unchanged": n, "config": ...,
     "identity": "issued" | "kept" | "installed" | None}.
 
@@ -110,8 +128,9 @@ def deploy(port, config=None, mpy=False, arch=None, reset=True, log=print, ca=No
     plan = None
     if ca or cert or key or broker_ca or rotate:
         if config is None:
-            raise DeployError("a TLS identity needs the board's config (--config): its device_id names the "
-                              "certificate")
+            raise DeployError(
+                "a TLS identity needs the board's config (--config): its device_id names the certificate"
+            )
         try:
             plan = provision.prepare(config, ca, cert, key, broker_ca, rotate)
         except pki.PKIError as e:
@@ -153,8 +172,11 @@ def deploy(port, config=None, mpy=False, arch=None, reset=True, log=print, ca=No
             files["config.json"] = cfg_path
         changed = sorted(p for p in files if remote.get(p) != _sha(files[p]))
         # the identity before config.json, which names it; config.json last of all
-        order = [p for p in changed if p != "config.json"] + sorted(new) + \
-            (["config.json"] if "config.json" in changed else [])
+        order = (
+            [p for p in changed if p != "config.json"]
+            + sorted(new)
+            + (["config.json"] if "config.json" in changed else [])
+        )
         changed = sorted(changed + sorted(new))
         if changed:
             dirs = sorted({"/".join(p.split("/")[:i]) for p in changed for i in range(1, p.count("/") + 1)})
@@ -163,20 +185,35 @@ def deploy(port, config=None, mpy=False, arch=None, reset=True, log=print, ca=No
                 args += ["+", "fs", "cp", files.get(p) or new[p], ":" + p]
             _mpremote(port, *args)
     held = 2 if plan is not None and plan.action == "kept" else 0  # the board's certificate and key
-    res = {"copied": changed, "unchanged": len(files) - len(changed) + len(new) + held,
-           "config": ("written" if "config.json" in changed else "unchanged") if config is not None else "not given",
-           "identity": plan.action if plan else None}
+    res = {
+        "copied": changed,
+        "unchanged": len(files) - len(changed) + len(new) + held,
+        "config": ("written" if "config.json" in changed else "unchanged")
+        if config is not None
+        else "not given",
+        "identity": plan.action if plan else None,
+    }
     for p in changed:
         log("  copied %s" % p)
     if plan is not None:
         revoked = plan.commit()
         log("identity: %s" % plan.describe())
         if revoked:
-            log("identity: revoked the certificate it replaced (serial %s); reload the broker so it reads the new "
-                "CRL (%s)" % (revoked, plan.ca.crl_path))
-    log("%d copied, %d unchanged%s" % (len(changed), res["unchanged"],
-                                       "; config.json %s: %s" % (res["config"], json.dumps(redact(config)))
-                                       if config is not None else ""))
+            log(
+                "identity: revoked the certificate it replaced (serial %s); "
+                "reload the broker so it reads the new "
+                "CRL (%s)" % (revoked, plan.ca.crl_path)
+            )
+    log(
+        "%d copied, %d unchanged%s"
+        % (
+            len(changed),
+            res["unchanged"],
+            "; config.json %s: %s" % (res["config"], json.dumps(redact(config)))
+            if config is not None
+            else "",
+        )
+    )
     if reset:
         # even with nothing copied: checking the board interrupted its program (mpremote
         # stops it to reach the REPL), and a reset is what starts main.py again

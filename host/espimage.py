@@ -10,20 +10,21 @@ modules frozen into it (the payload after the description, in the first DROM seg
 The virtual board's bootloader puts those modules on the module path right after
 `.frozen`, where a real firmware's frozen modules are. A real MicroPython image (no
 payload) boots as plain MicroPython."""
+
 import hashlib
 import struct
 
 MAGIC = 0xE9
 CHECKSUM_SEED = 0xEF
 APP_DESC_MAGIC = 0xABCD5432
-APP_DESC_OFFSET = 0x20          # 24-byte image header + 8-byte segment header
+APP_DESC_OFFSET = 0x20  # 24-byte image header + 8-byte segment header
 CHIP_ESP32 = 0
 MAX_SEGMENTS = 16
 _PAYLOAD_MAGIC = b"FWVB"
 DROM = (0x3F400000, 0x3F800000)
 IROM = (0x400D0000, 0x40400000)
 _MMU_PAGE = 0x10000
-STOCK_VERSION = "vboard"        # what a new virtual board's factory app says it is
+STOCK_VERSION = "vboard"  # what a new virtual board's factory app says it is
 
 
 class ImageError(ValueError):
@@ -43,9 +44,23 @@ def _fixed(text, n):
 
 def app_description(version, project="fleetwire", secure_version=0, date="", time="", idf="vboard"):
     """esp_app_desc_t (256 bytes)."""
-    return struct.pack("<II8s32s32s16s16s32s32sHHB3s72s", APP_DESC_MAGIC, secure_version, b"",
-                       _fixed(version, 32), _fixed(project, 32), _fixed(time, 16), _fixed(date, 16),
-                       _fixed(idf, 32), bytes(32), 0, 0, 0, b"", b"")
+    return struct.pack(
+        "<II8s32s32s16s16s32s32sHHB3s72s",
+        APP_DESC_MAGIC,
+        secure_version,
+        b"",
+        _fixed(version, 32),
+        _fixed(project, 32),
+        _fixed(time, 16),
+        _fixed(date, 16),
+        _fixed(idf, 32),
+        bytes(32),
+        0,
+        0,
+        0,
+        b"",
+        b"",
+    )
 
 
 def _payload(files):
@@ -82,7 +97,7 @@ def app_image(version, project="fleetwire", files=None, secure_version=0):
     `project`; `files` ({"fwinfo.py": b"...", "pkg/mod.mpy": ...}) are the modules frozen
     into it. Everything a real bootloader checks is real (esptool image-info reads it)."""
     drom = app_description(version, project, secure_version) + (_payload(files) if files else b"")
-    iram = b"\x00\x00\x00\x00"                 # the entry point's word
+    iram = b"\x00\x00\x00\x00"  # the entry point's word
     return image([(DROM[0] + APP_DESC_OFFSET, drom), (0x40080000, iram)], entry=0x40080000)
 
 
@@ -97,8 +112,8 @@ def firmware(app, table, base=0x1000, boot=None):
     table (bytes, at 0x8000) and the app (at 0x10000), for writing at `base`."""
     boot = boot or bootloader_image()
     out = bytearray(b"\xff" * (0x10000 - base))
-    out[0:len(boot)] = boot
-    out[0x8000 - base:0x8000 - base + len(table)] = table
+    out[0 : len(boot)] = boot
+    out[0x8000 - base : 0x8000 - base + len(table)] = table
     return bytes(out) + app
 
 
@@ -135,10 +150,14 @@ def verify(read, size, mapped=True):
         if n % 4:
             raise ImageError("segment %d has a length of %d, not a multiple of 4" % (i, n))
         if pos + 8 + n > size:
-            raise ImageError("segment %d ends at 0x%x, past the partition's 0x%x bytes"
-                             % (i, pos + 8 + n, size))
-        if mapped and (DROM[0] <= addr < DROM[1] or IROM[0] <= addr < IROM[1]) \
-                and (pos + 8) % _MMU_PAGE != addr % _MMU_PAGE:
+            raise ImageError(
+                "segment %d ends at 0x%x, past the partition's 0x%x bytes" % (i, pos + 8 + n, size)
+            )
+        if (
+            mapped
+            and (DROM[0] <= addr < DROM[1] or IROM[0] <= addr < IROM[1])
+            and (pos + 8) % _MMU_PAGE != addr % _MMU_PAGE
+        ):
             raise ImageError("segment %d load address 0x%08x doesn't match data 0x%08x" % (i, addr, pos + 8))
         sha.update(sh)
         done = 0
@@ -184,7 +203,8 @@ def parse_description(d):
         return None
 
     def s(off, n):
-        return d[off:off + n].split(b"\0", 1)[0].decode("utf-8", "replace")
+        return d[off : off + n].split(b"\0", 1)[0].decode("utf-8", "replace")
+
     return {"version": s(16, 32), "project": s(48, 32), "secure_version": secure}
 
 

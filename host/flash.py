@@ -8,6 +8,7 @@ refuse the flasher stub, and virtual boards, which emulate the ROM); the ROM can
 erase the whole chip, so the erase is done by writing erased bytes around the image
 (compressed, that is a few KB on the wire) -- the flash ends as after erase-flash.
 """
+
 import glob
 import os
 import re
@@ -23,7 +24,7 @@ from fleetwire.host import partitions as pt
 # Where a MicroPython .bin from micropython.org goes (it starts with the bootloader).
 OFFSETS = {"esp32": 0x1000, "esp32s2": 0x1000, "esp32s3": 0x0, "esp32c3": 0x0, "esp32c6": 0x0}
 CHIPS = ("auto",) + tuple(OFFSETS)
-APP_OFFSET = 0x10000          # the factory app partition in MicroPython's tables
+APP_OFFSET = 0x10000  # the factory app partition in MicroPython's tables
 _MAGIC = 0xE9
 
 
@@ -76,12 +77,14 @@ def check_firmware(path, chip=None):
     if not data:
         raise FlashError("firmware file %s is empty" % path)
     if data[0] != _MAGIC:
-        raise FlashError("%s is not an ESP32 firmware image (first byte 0x%02x, expected 0xe9)" % (path, data[0]))
+        raise FlashError(
+            "%s is not an ESP32 firmware image (first byte 0x%02x, expected 0xe9)" % (path, data[0])
+        )
     if _image_end(data, 0) is None:
         raise FlashError("firmware file %s is truncated (its first image is cut short)" % path)
     # a full MicroPython .bin holds the bootloader, the partition table and the app
     base = OFFSETS.get(chip or "", None)
-    for b in ((base,) if base is not None else (0x1000, 0x0)):
+    for b in (base,) if base is not None else (0x1000, 0x0):
         app = APP_OFFSET - b
         if len(data) > app and data[app] == _MAGIC:
             if _image_end(data, app) is None:
@@ -112,6 +115,7 @@ def _esptool(args, timeout=600, on_line=None):
                 buf += ch
         if buf:
             out.append(buf.decode("utf-8", "replace"))
+
     t = threading.Thread(target=read, daemon=True)
     t.start()
     try:
@@ -133,16 +137,22 @@ def _explain(port, text):
         return "no such serial port: %s" % port
     if "wrong --chip" in t or re.search(r"this chip is (\S+), not (\S+)", t):
         m = re.search(r"this chip is (\S+?),? not (\S+?)[.\s]", text, re.I)
-        return "wrong chip on %s: %s" % (port, ("it is %s, not %s" % (m.group(1), m.group(2))) if m else text[-200:])
+        return "wrong chip on %s: %s" % (
+            port,
+            ("it is %s, not %s" % (m.group(1), m.group(2))) if m else text[-200:],
+        )
     if "md5 of file does not match" in t or "written flash region is empty" in t:
-        return ("verification failed on %s: the flash does not hold what was written (esptool's MD5 check);"
-                " flash again, and suspect the flash or the cable if it repeats" % port)
+        return (
+            "verification failed on %s: the flash does not hold what was written (esptool's MD5 check);"
+            " flash again, and suspect the flash or the cable if it repeats" % port
+        )
     if "failed to enter ram download mode" in t:
-        return ("the bootloader on %s refused esptool's flasher stub (a virtual board runs none):"
-                " flash with --no-stub" % port)
+        return (
+            "the bootloader on %s refused esptool's flasher stub (a virtual board runs none):"
+            " flash with --no-stub" % port
+        )
     if "failed to connect" in t or "no serial data received" in t or "invalid head of packet" in t:
-        return ("no chip answering on %s: is a board attached, in bootloader mode (hold BOOT, tap EN)?"
-                % port)
+        return "no chip answering on %s: is a board attached, in bootloader mode (hold BOOT, tap EN)?" % port
     lines = [x for x in text.strip().splitlines() if x.strip()]
     return "esptool failed on %s: %s" % (port, lines[-1] if lines else "no output")
 
@@ -153,9 +163,21 @@ def detect(port, connect_attempts=2, flash_size=False):
     commands (esptool flash-id), which works without the stub."""
     if not os.path.exists(port):
         raise FlashError("no such serial port: %s" % port)
-    rc, text = _esptool(["--port", port, "--connect-attempts", str(connect_attempts), "--before",
-                         "default-reset", "--after", "no-reset", "--no-stub",
-                         "flash-id" if flash_size else "chip-id"], timeout=60)
+    rc, text = _esptool(
+        [
+            "--port",
+            port,
+            "--connect-attempts",
+            str(connect_attempts),
+            "--before",
+            "default-reset",
+            "--after",
+            "no-reset",
+            "--no-stub",
+            "flash-id" if flash_size else "chip-id",
+        ],
+        timeout=60,
+    )
     m = re.search(r"(?:Chip type|Chip is|Detected chip type):\s*(ESP32[-\w]*)", text)
     if not m:
         raise FlashError(_explain(port, text))
@@ -175,7 +197,7 @@ def check_partitions(parts, firmware, chip=None):
         data = f.read()
     base = OFFSETS.get(chip or "", None)
     app_len = None
-    for b in ((base,) if base is not None else (0x1000, 0x0)):
+    for b in (base,) if base is not None else (0x1000, 0x0):
         at = APP_OFFSET - b
         end = _image_end(data, at) if len(data) > at and data[at] == _MAGIC else None
         if end is not None:
@@ -183,11 +205,14 @@ def check_partitions(parts, firmware, chip=None):
             break
     slot = [p for p in parts if p.type == pt.TYPE_APP and p.offset == APP_OFFSET]
     if not slot:
-        raise FlashError("the partition table has no app partition at 0x%x, where the firmware's app goes"
-                         % APP_OFFSET)
+        raise FlashError(
+            "the partition table has no app partition at 0x%x, where the firmware's app goes" % APP_OFFSET
+        )
     if app_len is not None and app_len > slot[0].size:
-        raise FlashError("the firmware's app (%d KB) does not fit in partition %s (%d KB)"
-                         % (-(-app_len // 1024), slot[0].label, slot[0].size // 1024))
+        raise FlashError(
+            "the firmware's app (%d KB) does not fit in partition %s (%d KB)"
+            % (-(-app_len // 1024), slot[0].label, slot[0].size // 1024)
+        )
     return app_len
 
 
@@ -198,12 +223,21 @@ def _image_with_table(firmware, base, table):
         at = pt.TABLE_OFFSET - base
         if len(data) < at + len(table):
             data += b"\xff" * (at + len(table) - len(data))
-        data[at:at + len(table)] = table
+        data[at : at + len(table)] = table
     return bytes(data)
 
 
-def flash_one(port, firmware, chip="auto", baud=460800, erase=True, progress=None, connect_attempts=2,
-              no_stub=False, partitions=None):
+def flash_one(
+    port,
+    firmware,
+    chip="auto",
+    baud=460800,
+    erase=True,
+    progress=None,
+    connect_attempts=2,
+    no_stub=False,
+    partitions=None,
+):
     """Erase and write `firmware` (with the partition table `partitions`, [Partition],
     in place of its own) on the board at `port`; esptool's MD5 check of what it wrote
     must pass (VerifyError otherwise). -> {"port", "chip", "seconds", "verified"}."""
@@ -235,6 +269,7 @@ def flash_one(port, firmware, chip="auto", baud=460800, erase=True, progress=Non
         m = re.search(r"(\d+(?:\.\d+)?)\s*%", s)
         if m and progress:
             progress(port, float(m.group(1)))
+
     with tempfile.TemporaryDirectory(prefix="fleetwire-flash-") as tmp:
         image = _image_with_table(firmware, base, table)
         path = firmware
@@ -245,8 +280,10 @@ def flash_one(port, firmware, chip="auto", baud=460800, erase=True, progress=Non
         pairs = [hex(base), path]
         if erase and no_stub:
             if not size:
-                raise FlashError("no flash size from the chip on %s, so it cannot be erased without the stub"
-                                 " (esptool flash-id found none)" % port)
+                raise FlashError(
+                    "no flash size from the chip on %s, so it cannot be erased without the stub"
+                    " (esptool flash-id found none)" % port
+                )
             # the ROM has no chip erase: erased bytes before and after the image do it
             end = -(-(base + len(image)) // pt.SECTOR) * pt.SECTOR
             for name, start, stop in (("head", 0, base), ("tail", end, size)):
@@ -265,12 +302,17 @@ def flash_one(port, firmware, chip="auto", baud=460800, erase=True, progress=Non
         raise VerifyError(err) if err.startswith("verification failed") else FlashError(err)
     if progress:
         progress(port, 100.0)
-    return {"port": port, "chip": found, "seconds": time.monotonic() - t0,
-            "verified": text.count("Hash of data verified") >= len(pairs) // 2}
+    return {
+        "port": port,
+        "chip": found,
+        "seconds": time.monotonic() - t0,
+        "verified": text.count("Hash of data verified") >= len(pairs) // 2,
+    }
 
 
-def flash_many(ports, firmware, chip="auto", baud=460800, out=None, connect_attempts=2, no_stub=False,
-               partitions=None):
+def flash_many(
+    ports, firmware, chip="auto", baud=460800, out=None, connect_attempts=2, no_stub=False, partitions=None
+):
     """Flash several boards in parallel, one progress bar each -> [(port, result or error text)]."""
     out = out or sys.stdout
     check_firmware(firmware, chip if chip != "auto" else None)
@@ -288,10 +330,15 @@ def flash_many(ports, firmware, chip="auto", baud=460800, out=None, connect_atte
                     pct = state[p]
                     bar = "#" * int(pct / 5)
                     status = results.get(p)
-                    tail = ("ok" if isinstance(status, dict) else "FAILED") if status is not None else "%5.1f%%" % pct
+                    tail = (
+                        ("ok" if isinstance(status, dict) else "FAILED")
+                        if status is not None
+                        else "%5.1f%%" % pct
+                    )
                     out.write("%-24s [%-20s] %s\n" % (p, bar, tail))
                 out.flush()
                 draw.drawn = True
+
     draw.drawn = False
 
     def progress(port, pct):
@@ -300,11 +347,20 @@ def flash_many(ports, firmware, chip="auto", baud=460800, out=None, connect_atte
 
     def work(port):
         try:
-            results[port] = flash_one(port, firmware, chip, baud, progress=progress, no_stub=no_stub,
-                                      connect_attempts=connect_attempts, partitions=partitions)
+            results[port] = flash_one(
+                port,
+                firmware,
+                chip,
+                baud,
+                progress=progress,
+                no_stub=no_stub,
+                connect_attempts=connect_attempts,
+                partitions=partitions,
+            )
         except FlashError as e:
             results[port] = str(e)
         draw()
+
     threads = [threading.Thread(target=work, args=(p,)) for p in ports]
     for t in threads:
         t.start()

@@ -13,6 +13,7 @@ Fixtures:
                 board without --board-ca (a broker without identity, then)
   hil_observer  a paho-mqtt Observer on that broker, logged in as the operator
 """
+
 import os
 import subprocess
 import sys
@@ -24,19 +25,35 @@ import pytest
 def pytest_addoption(parser):
     g = parser.getgroup("fleetwire HIL")
     g.addoption("--board", default=None, help="serial port of a real board for the HIL tests")
-    g.addoption("--board-broker", default=None,
-                help="HOST:PORT of a broker the real board can reach (needed with --board)")
-    g.addoption("--board-wifi-ssid", default=None,
-                help="Wi-Fi network the real board joins (written to its config.json); without it the "
-                     "board is expected to be on the network already")
-    g.addoption("--board-wifi-password", default=os.environ.get("FLEETWIRE_WIFI_PASSWORD", ""),
-                help="its password (default: $FLEETWIRE_WIFI_PASSWORD, which keeps it out of shell history)")
-    g.addoption("--board-ca", default=None, metavar="DIR",
-                help="the fleet CA the --board-broker trusts (fleetwire ca init; its broker from fleetwire "
-                     "broker-config): the board gets a certificate of its own, the observer logs in as "
-                     "`operator`; without it the real board's broker is taken to need no identity")
-    g.addoption("--board-heap", default="128K",
-                help="heap of the virtual board (default 128K: fleetwire as .mpy in RAM; frozen it needs less)")
+    g.addoption(
+        "--board-broker",
+        default=None,
+        help="HOST:PORT of a broker the real board can reach (needed with --board)",
+    )
+    g.addoption(
+        "--board-wifi-ssid",
+        default=None,
+        help="Wi-Fi network the real board joins (written to its config.json); without it the "
+        "board is expected to be on the network already",
+    )
+    g.addoption(
+        "--board-wifi-password",
+        default=os.environ.get("FLEETWIRE_WIFI_PASSWORD", ""),
+        help="its password (default: $FLEETWIRE_WIFI_PASSWORD, which keeps it out of shell history)",
+    )
+    g.addoption(
+        "--board-ca",
+        default=None,
+        metavar="DIR",
+        help="the fleet CA the --board-broker trusts (fleetwire ca init; its broker from fleetwire "
+        "broker-config): the board gets a certificate of its own, the observer logs in as "
+        "`operator`; without it the real board's broker is taken to need no identity",
+    )
+    g.addoption(
+        "--board-heap",
+        default="128K",
+        help="heap of the virtual board (default 128K: fleetwire as .mpy in RAM; frozen it needs less)",
+    )
 
 
 class Board:
@@ -59,12 +76,23 @@ class Board:
     def deploy(self, config, rotate=False, log=None):
         """Deploy as `fleetwire deploy --mpy [--ca DIR]` does -> its result."""
         from fleetwire.host.deploy import deploy
-        return deploy(self.port, config, mpy=True, log=log or (lambda m: None), ca=self.ca and self.ca.dir,
-                      rotate=rotate)
+
+        return deploy(
+            self.port,
+            config,
+            mpy=True,
+            log=log or (lambda m: None),
+            ca=self.ca and self.ca.dir,
+            rotate=rotate,
+        )
 
     def exec(self, code, timeout=30):
-        r = subprocess.run([sys.executable, "-m", "mpremote", "connect", self.port, "resume", "exec", code],
-                           capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(
+            [sys.executable, "-m", "mpremote", "connect", self.port, "resume", "exec", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if r.returncode:
             raise AssertionError("mpremote exec failed: %s" % (r.stderr or r.stdout)[-500:])
         return r.stdout
@@ -72,28 +100,51 @@ class Board:
     def put(self, name, text):
         """Write a file on the board (mpremote fs cp)."""
         import tempfile
+
         with tempfile.NamedTemporaryFile("w", suffix="-" + os.path.basename(name), delete=False) as f:
             f.write(text)
         try:
-            r = subprocess.run([sys.executable, "-m", "mpremote", "connect", self.port, "resume", "fs", "cp",
-                                f.name, ":" + name], capture_output=True, text=True, timeout=30)
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "mpremote",
+                    "connect",
+                    self.port,
+                    "resume",
+                    "fs",
+                    "cp",
+                    f.name,
+                    ":" + name,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
             if r.returncode:
                 raise AssertionError("mpremote cp failed: %s" % r.stderr[-500:])
         finally:
             os.unlink(f.name)
 
     def reset(self):
-        subprocess.run([sys.executable, "-m", "mpremote", "connect", self.port, "resume", "reset"],
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            [sys.executable, "-m", "mpremote", "connect", self.port, "resume", "reset"],
+            capture_output=True,
+            timeout=30,
+        )
 
     def console_until(self, pattern, timeout=30):
         """Read the console until a line matches -> the lines read (fails at timeout)."""
         import io
         from fleetwire.host.console import console
+
         buf = io.StringIO()
         hit = console(self.port, until=pattern, timeout=timeout, out=buf, wait=True)
         assert hit is not None, "no line matching %r within %s s; console said:\n%s" % (
-            pattern, timeout, buf.getvalue()[-3000:])
+            pattern,
+            timeout,
+            buf.getvalue()[-3000:],
+        )
         return buf.getvalue()
 
     def watch(self):
@@ -121,6 +172,7 @@ class ConsoleWatch:
     def __init__(self, port):
         import re
         import threading
+
         self._re = re
         self.lines = []
         self._stop = threading.Event()
@@ -130,6 +182,7 @@ class ConsoleWatch:
 
     def _read(self, port):
         import serial
+
         buf = b""
         while not self._stop.is_set():
             try:
@@ -142,7 +195,7 @@ class ConsoleWatch:
                                 self.lines.append(line.rstrip(b"\r").decode("utf-8", "replace"))
                                 self._cv.notify_all()
             except (serial.SerialException, OSError):
-                time.sleep(0.2)   # the board resets: its port comes back
+                time.sleep(0.2)  # the board resets: its port comes back
 
     @property
     def text(self):
@@ -153,8 +206,10 @@ class ConsoleWatch:
         rx = self._re.compile(pattern)
         with self._cv:
             if not self._cv.wait_for(lambda: any(rx.search(x) for x in self.lines), timeout):
-                raise AssertionError("no console line matching %r within %s s; console said:\n%s"
-                                     % (pattern, timeout, "\n".join(self.lines)[-3000:]))
+                raise AssertionError(
+                    "no console line matching %r within %s s; console said:\n%s"
+                    % (pattern, timeout, "\n".join(self.lines)[-3000:])
+                )
             return "\n".join(self.lines)
 
     def stop(self):
@@ -169,6 +224,7 @@ def hil_ca(request):
         if not d:
             return None
         from fleetwire.host.pki import FleetCA
+
         return FleetCA(d)
     return request.getfixturevalue("fleet_ca")
 
@@ -182,7 +238,7 @@ def hil_broker(request):
     if request.config.getoption("--board"):
         pytest.fail("--board needs --board-broker HOST:PORT: a real board cannot reach this host's loopback")
     b = request.getfixturevalue("identity_mosquitto")
-    return "localhost", b.port   # the name in the broker's certificate, which the board checks
+    return "localhost", b.port  # the name in the broker's certificate, which the board checks
 
 
 @pytest.fixture
@@ -194,6 +250,7 @@ def hil_board(request, tmp_path, hil_ca):
         b.close()
         return
     from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+
     vb = VirtualBoard(str(tmp_path / "vboard"), heap=request.config.getoption("--board-heap")).start()
     b = None
     try:
@@ -211,10 +268,13 @@ def hil_observer(request, hil_broker, hil_ca, tmp_path_factory):
     """An Observer on the board's broker; with a fleet CA it logs in as `operator` (reads
     fleet/#, publishes commands)."""
     from fleetwire.host.observer import Observer
+
     kw = {}
     if hil_ca is not None:
         if request.config.getoption("--board"):
-            cert, key = hil_ca.credentials("operator", "operator", str(tmp_path_factory.mktemp("hil-operator")))
+            cert, key = hil_ca.credentials(
+                "operator", "operator", str(tmp_path_factory.mktemp("hil-operator"))
+            )
         else:
             cert, key = request.getfixturevalue("host_credentials")("operator")
         kw = dict(tls_ca=hil_ca.cert_path, tls_cert=cert, tls_key=key)
@@ -229,8 +289,13 @@ def device_config(request, broker, **kw):
     board is on the network already), a made-up network on a virtual one (its emulated
     WLAN joins any)."""
     opt = request.config.getoption
-    cfg = {"device_id": "hil-%s-%d" % (request.node.name[:24].replace("[", "-").strip("]"), os.getpid()),
-           "broker": broker[0], "port": broker[1], "period_s": 1, "fw_version": "hil"}
+    cfg = {
+        "device_id": "hil-%s-%d" % (request.node.name[:24].replace("[", "-").strip("]"), os.getpid()),
+        "broker": broker[0],
+        "port": broker[1],
+        "period_s": 1,
+        "fw_version": "hil",
+    }
     if not opt("--board"):
         cfg.update(wifi_ssid="hil-lab", wifi_password="hil-secret")
     elif opt("--board-wifi-ssid"):

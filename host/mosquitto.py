@@ -6,6 +6,7 @@ certificate names another host, a password file, inflight/queue limits; or, with
 identity=, only a mutual-TLS listener that enforces fleet identity (the lines
 `fleetwire broker-config` writes: a certificate per client, CN as user name, ACL, CRL).
 Every broker process is killed at interpreter exit even if the caller forgot."""
+
 import atexit
 import base64
 import hashlib
@@ -40,9 +41,10 @@ def find_mosquitto():
     for p in (shutil.which("mosquitto"),) + tuple(FALLBACK_PATHS):
         if p and os.path.isfile(p) and os.access(p, os.X_OK):
             return p
-    raise MosquittoMissing("mosquitto is not installed (looked on PATH and in %s); install it "
-                           "with: %s  (bash tools/run.sh test does it)"
-                           % (", ".join(FALLBACK_PATHS), INSTALL_HINT))
+    raise MosquittoMissing(
+        "mosquitto is not installed (looked on PATH and in %s); install it "
+        "with: %s  (bash tools/run.sh test does it)" % (", ".join(FALLBACK_PATHS), INSTALL_HINT)
+    )
 
 
 def free_port(host=HOST):
@@ -86,22 +88,35 @@ def make_certs(d, hostnames=("localhost",), ips=(HOST,), days=30):
     """A throwaway CA and server certificates in directory d -> Certs (made with the
     `cryptography` package; the extensions satisfy Python's VERIFY_X509_STRICT and mbedTLS)."""
     from fleetwire.host import pki
+
     os.makedirs(d, exist_ok=True)
     c = Certs(d)
     ca_key, ca = pki.make_ca("fleetwire test CA", days)
     key = pki.new_key()
-    server = pki.sign(ca_key, ca, (list(hostnames) + list(ips))[0], key.public_key(), "server",
-                      list(hostnames) + list(ips), days)
+    server = pki.sign(
+        ca_key,
+        ca,
+        (list(hostnames) + list(ips))[0],
+        key.public_key(),
+        "server",
+        list(hostnames) + list(ips),
+        days,
+    )
     wrong = pki.sign(ca_key, ca, WRONG_HOSTNAME, key.public_key(), "server", [WRONG_HOSTNAME], days)
     pki.write_private(c.ca_key, pki.key_pem(ca_key))
     pki.write_private(c.server_key, pki.key_pem(key))
-    for path, data in ((c.ca_pem, pki.pem(ca)), (c.ca_der, pki.der(ca)), (c.server_pem, pki.pem(server)),
-                       (c.wrong_pem, pki.pem(wrong))):
+    for path, data in (
+        (c.ca_pem, pki.pem(ca)),
+        (c.ca_der, pki.der(ca)),
+        (c.server_pem, pki.pem(server)),
+        (c.wrong_pem, pki.pem(wrong)),
+    ):
         pki.write_public(path, data)
     return c
 
 
 # ---- the broker
+
 
 def _die_with_parent():
     # Linux: the broker gets SIGTERM if this process dies without running atexit
@@ -109,6 +124,7 @@ def _die_with_parent():
     # kernel ties it to the starting *thread*: a Timer thread that restarts the
     # broker would otherwise take it down when it ends.
     import ctypes
+
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
@@ -133,10 +149,21 @@ class Mosquitto:
         apply to the last listener).
     """
 
-    def __init__(self, persistence=False, tls=False, max_inflight=None, max_queued=None,
-                 users=None, allow_anonymous=True, autosave_interval=None,
-                 autosave_on_changes=False, extra_config="", start_timeout=10, identity=None,
-                 identity_services=None):
+    def __init__(
+        self,
+        persistence=False,
+        tls=False,
+        max_inflight=None,
+        max_queued=None,
+        users=None,
+        allow_anonymous=True,
+        autosave_interval=None,
+        autosave_on_changes=False,
+        extra_config="",
+        start_timeout=10,
+        identity=None,
+        identity_services=None,
+    ):
         if identity is not None and (tls or users):
             raise ValueError("identity= makes the only listener mutual TLS; it takes no tls= or users=")
         self.binary = find_mosquitto()
@@ -188,6 +215,7 @@ class Mosquitto:
 
     def _identity_files(self, ca, services):
         from fleetwire.host import brokerconf, pki
+
         d = os.path.join(self.dir, "identity")
         os.makedirs(d)
         issued = ca.issue("localhost", role="server", hosts=("localhost", HOST), record=False)
@@ -197,8 +225,12 @@ class Mosquitto:
         pki.write_public(self._server_pem, pki.pem(issued.cert))
         pki.write_public(os.path.join(d, "ca.der"), pki.der(ca.cert))
         self._acl = os.path.join(d, "acl")
-        pki.write_public(self._acl, brokerconf.acl_text(services.get("operators", ("operator",)),
-                                                        services.get("collectors", ("collector",))).encode())
+        pki.write_public(
+            self._acl,
+            brokerconf.acl_text(
+                services.get("operators", ("operator",)), services.get("collectors", ("collector",))
+            ).encode(),
+        )
 
     def _pick_ports(self):
         self.port = free_port()
@@ -232,6 +264,7 @@ class Mosquitto:
         lines += ["per_listener_settings false"]
         if self.identity is not None:
             from fleetwire.host import brokerconf
+
             lines += brokerconf.security_lines(self._acl)
         else:
             lines.append("allow_anonymous %s" % ("true" if self.allow_anonymous else "false"))
@@ -244,10 +277,12 @@ class Mosquitto:
         if self.password_file:
             lines.append("password_file %s" % self.password_file)
         if self.persistence_dir:
-            lines += ["persistence true",
-                      # 1.x joins location and file name as is; 2.x adds its own "/"
-                      "persistence_location %s/" % self.persistence_dir.rstrip("/"),
-                      "persistence_file mosquitto.db"]
+            lines += [
+                "persistence true",
+                # 1.x joins location and file name as is; 2.x adds its own "/"
+                "persistence_location %s/" % self.persistence_dir.rstrip("/"),
+                "persistence_file mosquitto.db",
+            ]
             if self.autosave_interval is not None:
                 lines.append("autosave_interval %d" % self.autosave_interval)
             if self.autosave_on_changes:
@@ -258,15 +293,26 @@ class Mosquitto:
             lines.append("max_queued_messages %d" % self.max_queued)
         if self.identity is not None:
             from fleetwire.host import brokerconf
-            lines += brokerconf.listener_lines(self.port, self.host, self.identity.cert_path, self._server_pem,
-                                               self._server_key, self.identity.crl_path)
+
+            lines += brokerconf.listener_lines(
+                self.port,
+                self.host,
+                self.identity.cert_path,
+                self._server_pem,
+                self._server_key,
+                self.identity.crl_path,
+            )
         else:
             lines.append("listener %d %s" % (self.port, self.host))
         if self.tls:
             c = self.certs
             for port, cert in ((self.tls_port, c.server_pem), (self.tls_mismatch_port, c.wrong_pem)):
-                lines += ["listener %d %s" % (port, self.host), "cafile %s" % c.ca_pem,
-                          "certfile %s" % cert, "keyfile %s" % c.server_key]
+                lines += [
+                    "listener %d %s" % (port, self.host),
+                    "cafile %s" % c.ca_pem,
+                    "certfile %s" % cert,
+                    "keyfile %s" % c.server_key,
+                ]
         if self.extra_config:
             lines.append(self.extra_config)
         return "\n".join(lines) + "\n"
@@ -297,9 +343,14 @@ class Mosquitto:
         if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread():
             kw["preexec_fn"] = _die_with_parent
         with open(self._stderr_path, "ab") as err:
-            self.proc = subprocess.Popen([self.binary, "-c", self.config_path],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=err, cwd=self.dir, **kw)
+            self.proc = subprocess.Popen(
+                [self.binary, "-c", self.config_path],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                cwd=self.dir,
+                **kw,
+            )
         deadline = time.monotonic() + timeout
         waiting = self.ports
         while True:
@@ -313,8 +364,10 @@ class Mosquitto:
                 return self
             if time.monotonic() > deadline:
                 self.kill()
-                raise MosquittoError("mosquitto did not listen on %s:%s within %s s:\n%s"
-                                     % (self.host, waiting, timeout, self._tail()))
+                raise MosquittoError(
+                    "mosquitto did not listen on %s:%s within %s s:\n%s"
+                    % (self.host, waiting, timeout, self._tail())
+                )
             time.sleep(0.01)
 
     def _tail(self, n=30):
@@ -417,8 +470,10 @@ class Mosquitto:
             if log.count(text) >= count:
                 return log
             if time.monotonic() > deadline:
-                raise AssertionError("%r not %d time(s) in the mosquitto log within %s s; log ends:\n%s"
-                                     % (text, count, timeout, "\n".join(log.splitlines()[-20:])))
+                raise AssertionError(
+                    "%r not %d time(s) in the mosquitto log within %s s; log ends:\n%s"
+                    % (text, count, timeout, "\n".join(log.splitlines()[-20:]))
+                )
             time.sleep(0.02)
 
     def close(self):
@@ -435,9 +490,12 @@ class Mosquitto:
         self.close()
 
     def __repr__(self):
-        return "<Mosquitto %s:%s%s %s>" % (self.host, self.port,
-                                           " tls:%s" % self.tls_port if self.tls else "",
-                                           "running" if self.running else "stopped")
+        return "<Mosquitto %s:%s%s %s>" % (
+            self.host,
+            self.port,
+            " tls:%s" % self.tls_port if self.tls else "",
+            "running" if self.running else "stopped",
+        )
 
 
 @atexit.register

@@ -50,10 +50,10 @@ class NorFlash:
         self.data = bytearray(self.size)
         ff = b"\xff" * block_size  # erased, a block at a time: no second full-size copy
         for b in range(blocks):
-            self.data[b * block_size:(b + 1) * block_size] = ff
+            self.data[b * block_size : (b + 1) * block_size] = ff
         if path:
             try:
-                with open(path, "rb") as f:   # read in place: no second copy in RAM
+                with open(path, "rb") as f:  # read in place: no second copy in RAM
                     f.readinto(self.data)
             except OSError:
                 pass
@@ -61,13 +61,13 @@ class NorFlash:
         self._view = memoryview(self.data)
         self.erases = [0] * blocks
         self.programmed = 0
-        self.ops = 0            # programs and erases so far
-        self._cut_at = -1       # op number at which power fails, -1 if not armed
+        self.ops = 0  # programs and erases so far
+        self._cut_at = -1  # op number at which power fails, -1 if not armed
         self._partial = False
         self._rng = _Rng(1)
         self.dead = False
-        self.watch = None       # watch(op, where, buf) before each program ("p", address, data)
-                                # and erase ("e", block, None)
+        self.watch = None  # watch(op, where, buf) before each program ("p", address, data)
+        # and erase ("e", block, None)
 
     def info(self):
         """esp32.Partition.info()'s shape: (type, subtype, address, size, label, encrypted)."""
@@ -130,7 +130,7 @@ class NorFlash:
         a = n * self.block_size + off
         if a < 0 or a + len(buf) > self.size:
             raise FlashMisuse("read past the end of the flash")
-        buf[:] = self._view[a:a + len(buf)]   # a view, not a copy: reads allocate little
+        buf[:] = self._view[a : a + len(buf)]  # a view, not a copy: reads allocate little
 
     def writeblocks(self, n, buf, off=None):
         if off is None:  # simple protocol: erase the blocks, then program them
@@ -161,8 +161,9 @@ class NorFlash:
         for i in range(n):
             b = buf[i]
             if b & ~d[addr + i] & 0xFF:
-                raise FlashMisuse("programming can only clear bits: 0x%02x over 0x%02x at %d"
-                                  % (b, d[addr + i], addr + i))
+                raise FlashMisuse(
+                    "programming can only clear bits: 0x%02x over 0x%02x at %d" % (b, d[addr + i], addr + i)
+                )
         if self.watch is not None and not self.dead:
             self.watch("p", addr, buf)
         cut = self._op()
@@ -186,7 +187,7 @@ class NorFlash:
             self._tear_erase(block)
         if cut:
             raise PowerCut("power cut while erasing block %d" % block)
-        self.data[a:a + self.block_size] = b"\xff" * self.block_size
+        self.data[a : a + self.block_size] = b"\xff" * self.block_size
         self.erases[block] += 1
         self._save(a, self.block_size)
 
@@ -217,4 +218,4 @@ class NorFlash:
             f = open(self.path, "wb")
         with f:
             f.seek(addr)
-            f.write(memoryview(self.data)[addr:addr + n])
+            f.write(memoryview(self.data)[addr : addr + n])

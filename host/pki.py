@@ -16,6 +16,7 @@ A CA directory holds:
 Keys are EC P-256: small certificates, and a handshake an ESP32 does in well under a second.
 Every check of input raises PKIError with a reason a person can act on.
 """
+
 import datetime
 import ipaddress
 import json
@@ -31,9 +32,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_DAYS = 3650
-LEAF_DAYS = 730          # a board's certificate: re-deploying renews it when RENEW_DAYS are left
+LEAF_DAYS = 730  # a board's certificate: re-deploying renews it when RENEW_DAYS are left
 RENEW_DAYS = 30
-CRL_DAYS = 365           # an expired CRL makes the broker refuse everyone: `fleetwire ca crl` renews it
+CRL_DAYS = 365  # an expired CRL makes the broker refuse everyone: `fleetwire ca crl` renews it
 ROLES = ("device", "operator", "collector", "server")
 # The services' default names: an ACL names them, so a board may never be called so.
 SERVICES = {"operator": "operator", "collector": "collector"}
@@ -53,8 +54,10 @@ def default_dir():
 
 def check_name(name, what="name"):
     if not isinstance(name, str) or not NAME_RE.match(name):
-        raise PKIError("%s %r: use 1 to 64 letters, digits, '_', '.', '-' (it becomes the certificate's CN and "
-                       "a topic level fleet/<name>/)" % (what, name))
+        raise PKIError(
+            "%s %r: use 1 to 64 letters, digits, '_', '.', '-' (it becomes the certificate's CN and "
+            "a topic level fleet/<name>/)" % (what, name)
+        )
     return name
 
 
@@ -86,6 +89,7 @@ def fingerprint(cert):
 
 # ---- making certificates
 
+
 def new_key():
     return ec.generate_private_key(ec.SECP256R1())
 
@@ -95,15 +99,32 @@ def make_ca(name, days=CA_DAYS, key=None):
     (3.13's default) and mbedTLS (MicroPython)."""
     key = key or new_key()
     now = _now()
-    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                         crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(name))
+        .issuer_name(_name(name))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     return key, cert
 
 
@@ -113,17 +134,40 @@ def sign(ca_key, ca_cert, name, public_key, role="device", hosts=(), days=LEAF_D
     if role not in ROLES:
         raise PKIError("role %r: one of %s" % (role, ", ".join(ROLES)))
     start = not_before or (_now() - datetime.timedelta(minutes=5))
-    b = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject)
-         .public_key(public_key).serial_number(x509.random_serial_number())
-         .not_valid_before(start).not_valid_after(start + datetime.timedelta(days=days))
-         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-         .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                      data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                                      crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if role == "server"
-                                               else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
-         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False))
+    b = (
+        x509.CertificateBuilder()
+        .subject_name(_name(name))
+        .issuer_name(ca_cert.subject)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH if role == "server" else ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+    )
     if hosts:
         alt = []
         for h in hosts:
@@ -136,6 +180,7 @@ def sign(ca_key, ca_cert, name, public_key, role="device", hosts=(), days=LEAF_D
 
 
 # ---- reading and checking what a person hands us
+
 
 def _read(path, what):
     try:
@@ -181,8 +226,9 @@ def check_pair(cert, key, what="certificate"):
     """The certificate must be the key's: same public key."""
     spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     if cert.public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
-        raise PKIError("%s (CN %s) does not match its key: they are from different pairs"
-                       % (what, common_name(cert)))
+        raise PKIError(
+            "%s (CN %s) does not match its key: they are from different pairs" % (what, common_name(cert))
+        )
 
 
 def is_ca(cert):
@@ -194,8 +240,10 @@ def is_ca(cert):
 
 def check_ca(cert, what="CA"):
     if not is_ca(cert):
-        raise PKIError("%s (CN %s) is not a CA certificate (no basicConstraints CA:TRUE): give the certificate "
-                       "of the authority that signed it, not a leaf" % (what, common_name(cert)))
+        raise PKIError(
+            "%s (CN %s) is not a CA certificate (no basicConstraints CA:TRUE): give the certificate "
+            "of the authority that signed it, not a leaf" % (what, common_name(cert))
+        )
 
 
 def signed_by(cert, ca_cert):
@@ -211,6 +259,7 @@ def signed_by(cert, ca_cert):
 
 # ---- bytes
 
+
 def der(cert):
     return cert.public_bytes(serialization.Encoding.DER)
 
@@ -220,13 +269,15 @@ def pem(cert):
 
 
 def key_der(key):
-    return key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def key_pem(key):
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def write_private(path, data):
@@ -263,6 +314,7 @@ def write_credentials(issued, directory):
 
 # ---- the fleet CA
 
+
 class Issued:
     """A key and the certificate issued for it (the key lives in memory only)."""
 
@@ -285,7 +337,9 @@ class FleetCA:
         self.crl_path = os.path.join(self.dir, "crl.pem")
         self.brokers_path = os.path.join(self.dir, "brokers.json")
         if not os.path.isdir(self.dir) or not os.path.exists(self.cert_path):
-            raise PKIError("no fleet CA in %s: make one with `fleetwire ca init --ca %s`" % (self.dir, self.dir))
+            raise PKIError(
+                "no fleet CA in %s: make one with `fleetwire ca init --ca %s`" % (self.dir, self.dir)
+            )
         self.cert = load_certificate(self.cert_path, "fleet CA certificate")
         check_ca(self.cert, "fleet CA certificate %s" % self.cert_path)
         self.key = load_private_key(self.key_path, "fleet CA key")
@@ -296,8 +350,10 @@ class FleetCA:
     def create(cls, directory, name="fleetwire fleet CA", days=CA_DAYS, force=False):
         d = os.path.abspath(directory)
         if os.path.exists(os.path.join(d, "ca.pem")) and not force:
-            raise PKIError("%s already holds a fleet CA; every board's certificate depends on it. "
-                           "--force replaces it (and every board then needs `fleetwire deploy --rotate`)" % d)
+            raise PKIError(
+                "%s already holds a fleet CA; every board's certificate depends on it. "
+                "--force replaces it (and every board then needs `fleetwire deploy --rotate`)" % d
+            )
         os.makedirs(d, mode=0o700, exist_ok=True)
         key, cert = make_ca(name, days)
         write_private(os.path.join(d, "ca.key"), key_pem(key))
@@ -347,7 +403,9 @@ class FleetCA:
         check_name(name, "%s name" % role)
         have = self.role_of(name)
         if have not in (None, role):
-            raise PKIError("%r is the name of this CA's %s identity; the %s needs another name" % (name, have, role))
+            raise PKIError(
+                "%r is the name of this CA's %s identity; the %s needs another name" % (name, have, role)
+            )
         d = self.services()
         d[name] = role
         write_public(os.path.join(self.dir, "services.json"), (json.dumps(d, indent=1) + "\n").encode())
@@ -374,11 +432,21 @@ class FleetCA:
             raise PKIError("role %r: one of %s" % (role, ", ".join(ROLES)))
         have = self.role_of(name)
         if have and have != role and "server" not in (have, role):
-            raise PKIError("%r is the name of this CA's %s identity; a %s must have a name of its own"
-                           % (name, have, role))
+            raise PKIError(
+                "%r is the name of this CA's %s identity; a %s must have a name of its own"
+                % (name, have, role)
+            )
         key = new_key()
-        cert = sign(self.key, self.cert, name, key.public_key(), role, hosts,
-                    days or (LEAF_DAYS if role != "server" else CA_DAYS // 2), not_before)
+        cert = sign(
+            self.key,
+            self.cert,
+            name,
+            key.public_key(),
+            role,
+            hosts,
+            days or (LEAF_DAYS if role != "server" else CA_DAYS // 2),
+            not_before,
+        )
         issued = Issued(key, cert, role)
         if record:
             self.record(issued)
@@ -394,9 +462,16 @@ class FleetCA:
         entries = self.index()
         for i in issued:
             c = i.cert
-            entries.append({"name": i.name, "role": i.role, "serial": serial_hex(c),
-                            "not_before": c.not_valid_before_utc.isoformat(),
-                            "not_after": c.not_valid_after_utc.isoformat(), "revoked": None})
+            entries.append(
+                {
+                    "name": i.name,
+                    "role": i.role,
+                    "serial": serial_hex(c),
+                    "not_before": c.not_valid_before_utc.isoformat(),
+                    "not_after": c.not_valid_after_utc.isoformat(),
+                    "revoked": None,
+                }
+            )
         self._save_index(entries)
 
     # ---- revoking
@@ -417,8 +492,9 @@ class FleetCA:
             known = name if name is not None else serial
             if any(e["name"] == name or e["serial"] == serial for e in entries):
                 raise PKIError("%s has no certificate left to revoke (all revoked already)" % known)
-            raise PKIError("this CA never issued a certificate for %r (`fleetwire ca list` shows what it did)"
-                           % known)
+            raise PKIError(
+                "this CA never issued a certificate for %r (`fleetwire ca list` shows what it did)" % known
+            )
         self._save_index(entries)
         self.write_crl()
         return hit
@@ -426,15 +502,24 @@ class FleetCA:
     def write_crl(self, days=CRL_DAYS):
         """crl.pem from the index -> the paths written (the CA's own and the brokers' copies)."""
         now = _now()
-        b = (x509.CertificateRevocationListBuilder().issuer_name(self.cert.subject)
-             .last_update(now - datetime.timedelta(minutes=5)).next_update(now + datetime.timedelta(days=days))
-             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
-             .add_extension(x509.CRLNumber(int(now.timestamp() * 1000)), critical=False))
+        b = (
+            x509.CertificateRevocationListBuilder()
+            .issuer_name(self.cert.subject)
+            .last_update(now - datetime.timedelta(minutes=5))
+            .next_update(now + datetime.timedelta(days=days))
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
+            )
+            .add_extension(x509.CRLNumber(int(now.timestamp() * 1000)), critical=False)
+        )
         for e in self.index():
             if e.get("revoked"):
                 b = b.add_revoked_certificate(
-                    x509.RevokedCertificateBuilder().serial_number(int(e["serial"], 16))
-                    .revocation_date(datetime.datetime.fromisoformat(e["revoked"])).build())
+                    x509.RevokedCertificateBuilder()
+                    .serial_number(int(e["serial"], 16))
+                    .revocation_date(datetime.datetime.fromisoformat(e["revoked"]))
+                    .build()
+                )
         data = b.sign(self.key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
         write_public(self.crl_path, data)
         written = [self.crl_path]

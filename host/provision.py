@@ -13,6 +13,7 @@ certificate of this CA is revoked, since its key is gone from the board.
 With --cert/--key (a certificate issued elsewhere, e.g. by AWS IoT) those are installed
 as they are; --broker-ca is the CA of the broker's certificate (the fleet CA by default).
 """
+
 import datetime
 import os
 
@@ -68,9 +69,9 @@ class Plan:
         self.cert, self.key = cert, key
         self.broker_ca = broker_ca
         self.rotate = rotate
-        self.action = None      # "issued", "kept", "installed"
+        self.action = None  # "issued", "kept", "installed"
         self.reason = ""
-        self.issued = None      # pki.Issued when a new pair was made
+        self.issued = None  # pki.Issued when a new pair was made
         self.superseded = None  # the board's certificate a new one replaces
         self.board_cert = None
 
@@ -78,9 +79,13 @@ class Plan:
 
     def decide(self, board_cert, key_present):
         self.board_cert = board_cert
-        if self.cert is not None:   # installed as given
-            if board_cert is not None and key_present and pki.der(board_cert) == pki.der(self.cert) \
-                    and not self.rotate:
+        if self.cert is not None:  # installed as given
+            if (
+                board_cert is not None
+                and key_present
+                and pki.der(board_cert) == pki.der(self.cert)
+                and not self.rotate
+            ):
                 self.action, self.reason = "kept", "the board already holds this certificate"
             else:
                 self.action, self.reason = "installed", "the certificate given with --cert"
@@ -91,7 +96,11 @@ class Plan:
             return self.action
         self.issued = self.ca.issue(self.device_id, "device", record=False)
         self.action, self.reason = "issued", why
-        if board_cert is not None and pki.signed_by(board_cert, self.ca.cert) and not self.ca.revoked(board_cert):
+        if (
+            board_cert is not None
+            and pki.signed_by(board_cert, self.ca.cert)
+            and not self.ca.revoked(board_cert)
+        ):
             self.superseded = board_cert
         return self.action
 
@@ -107,12 +116,16 @@ class Plan:
         if not pki.signed_by(c, self.ca.cert):
             return "the board's certificate was issued by another CA (%s)" % c.issuer.rfc4514_string()
         if self.ca.revoked(c):
-            raise pki.PKIError("%s's certificate (serial %s) is revoked; --rotate gives the board a new one"
-                               % (self.device_id, pki.serial_hex(c)))
+            raise pki.PKIError(
+                "%s's certificate (serial %s) is revoked; --rotate gives the board a new one"
+                % (self.device_id, pki.serial_hex(c))
+            )
         left = pki.not_after(c) - datetime.datetime.now(datetime.timezone.utc)
         if left < datetime.timedelta(days=pki.RENEW_DAYS):
-            return "the board's certificate %s on %s" % ("expired" if left.total_seconds() < 0 else "expires",
-                                                       _day(pki.not_after(c)))
+            return "the board's certificate %s on %s" % (
+                "expired" if left.total_seconds() < 0 else "expires",
+                _day(pki.not_after(c)),
+            )
         return None
 
     # ---- what to write
@@ -148,7 +161,7 @@ class Plan:
         if self._issuer() is not None:
             cfg["tls_issuer"] = ISSUER
         elif self.cert is not None and not pki.signed_by(self.cert, self.broker_ca_cert()):
-            cfg["tls_issuer"] = ""   # its CA is not known to the board: it cannot tell "another CA"
+            cfg["tls_issuer"] = ""  # its CA is not known to the board: it cannot tell "another CA"
         return cfg
 
     def commit(self):
@@ -165,8 +178,13 @@ class Plan:
     def describe(self):
         c = self.issued.cert if self.issued else (self.cert if self.cert is not None else self.board_cert)
         return "%s %s certificate (CN %s, serial %s, valid until %s): %s" % (
-            self.action, self.device_id + "'s" if self.action != "installed" else "the", pki.common_name(c),
-            pki.serial_hex(c), _day(pki.not_after(c)), self.reason)
+            self.action,
+            self.device_id + "'s" if self.action != "installed" else "the",
+            pki.common_name(c),
+            pki.serial_hex(c),
+            _day(pki.not_after(c)),
+            self.reason,
+        )
 
 
 def prepare(cfg, ca_dir=None, cert=None, key=None, broker_ca=None, rotate=False):
@@ -183,27 +201,36 @@ def prepare(cfg, ca_dir=None, cert=None, key=None, broker_ca=None, rotate=False)
         pki.check_name(device_id, "device_id")
         role = ca.role_of(device_id)
         if role not in (None, "device"):
-            raise pki.PKIError("device_id %r is the name of this CA's %s identity: a board with that name would "
-                               "get its rights at the broker; choose another device_id" % (device_id, role))
+            raise pki.PKIError(
+                "device_id %r is the name of this CA's %s identity: a board with that name would "
+                "get its rights at the broker; choose another device_id" % (device_id, role)
+            )
     if cert or key:
         if not (cert and key):
             raise pki.PKIError("--cert and --key go together (the board needs both)")
         if ca is not None:
-            raise pki.PKIError("--cert/--key install a certificate issued elsewhere; --ca issues one: give one "
-                               "or the other")
+            raise pki.PKIError(
+                "--cert/--key install a certificate issued elsewhere; --ca issues one: give one or the other"
+            )
         the_cert = pki.load_certificate(cert, "--cert")
         the_key = pki.load_private_key(key, "--key")
         pki.check_pair(the_cert, the_key, "--cert %s" % cert)
         if pki.is_ca(the_cert):
-            raise pki.PKIError("--cert %s is a CA certificate; the board needs its own (leaf) certificate" % cert)
+            raise pki.PKIError(
+                "--cert %s is a CA certificate; the board needs its own (leaf) certificate" % cert
+            )
         if not hasattr(the_key, "curve") and the_key.key_size < 2048:
-            raise pki.PKIError("--key %s is a %d-bit RSA key: too weak for any broker" % (key, the_key.key_size))
+            raise pki.PKIError(
+                "--key %s is a %d-bit RSA key: too weak for any broker" % (key, the_key.key_size)
+            )
     if broker_ca:
         the_broker_ca = pki.load_certificate(broker_ca, "--broker-ca")
         pki.check_ca(the_broker_ca, "--broker-ca %s" % broker_ca)
     elif ca is None:
-        raise pki.PKIError("the board must check the broker's certificate: give the CA that signed it with "
-                           "--broker-ca FILE (e.g. AmazonRootCA1.pem for AWS IoT Core)")
+        raise pki.PKIError(
+            "the board must check the broker's certificate: give the CA that signed it with "
+            "--broker-ca FILE (e.g. AmazonRootCA1.pem for AWS IoT Core)"
+        )
     if rotate and ca is None:
         raise pki.PKIError("--rotate needs the fleet CA that issues the new certificate: --ca DIR")
     return Plan(device_id, ca, the_cert, the_key, the_broker_ca, rotate)

@@ -17,12 +17,12 @@ A cut resets both sockets (RST), as a dropped Wi-Fi link or a NAT timeout looks
 to the ends; cut(..., graceful=True) closes them with FIN instead.
 Only loopback addresses are accepted unless allow_remote=True.
 """
+
 import collections
 import socket
 import threading
 import time
 
-from fleetwire.codec import wire
 from fleetwire.codec.errors import CodecError
 from fleetwire.codec.reasons import NAMES
 from fleetwire.codec.stream import PacketReader
@@ -35,7 +35,9 @@ _TYPES = {name: i for i, name in enumerate(NAMES)}
 
 def _check_dir(d):
     if d not in _DIRS:
-        raise ValueError("direction must be 'up' (client -> broker) or 'down' (broker -> client), not %r" % (d,))
+        raise ValueError(
+            "direction must be 'up' (client -> broker) or 'down' (broker -> client), not %r" % (d,)
+        )
 
 
 def _packet_type(name):
@@ -63,18 +65,24 @@ class Entry(collections.namedtuple("Entry", "t conn dir what size note")):
 
     def __str__(self):
         arrow = {UP: "->", DOWN: "<-"}.get(self.dir, "  ")
-        return "%9.3f #%d %s %-11s %5s %s" % (self.t, self.conn, arrow, self.what,
-                                             self.size if self.size is not None else "", self.note)
+        return "%9.3f #%d %s %-11s %5s %s" % (
+            self.t,
+            self.conn,
+            arrow,
+            self.what,
+            self.size if self.size is not None else "",
+            self.note,
+        )
 
 
 class _Fault:
     __slots__ = ("kind", "dir", "at", "ptype", "nth", "seen", "graceful", "xor", "conn")
 
     def __init__(self, kind, d, at=None, ptype=None, nth=1, graceful=False, xor=0xFF):
-        self.kind = kind          # "cut" or "corrupt"
+        self.kind = kind  # "cut" or "corrupt"
         self.dir = d
-        self.at = at              # stream offset (absolute, set when bound to a connection)
-        self.ptype = ptype        # packet type for "cut after the nth packet of a type"
+        self.at = at  # stream offset (absolute, set when bound to a connection)
+        self.ptype = ptype  # packet type for "cut after the nth packet of a type"
         self.nth = nth
         self.seen = 0
         self.graceful = graceful
@@ -86,8 +94,9 @@ def _cut_fault(direction=UP, at=None, after=None, nth=1, graceful=False):
     _check_dir(direction)
     if (at is None) == (after is None) or (at is not None and at < 0):
         raise ValueError("cut at a byte offset >= 0, or after a packet type: one of them")
-    return _Fault("cut", direction, at=at, ptype=_packet_type(after) if after else None,
-                  nth=nth, graceful=graceful)
+    return _Fault(
+        "cut", direction, at=at, ptype=_packet_type(after) if after else None, nth=nth, graceful=graceful
+    )
 
 
 class _Stream:
@@ -103,7 +112,7 @@ class Connection:
     def __init__(self, proxy, n, client, upstream):
         self.proxy = proxy
         self.n = n
-        self.sock = {UP: client, DOWN: upstream}   # the socket each direction reads from
+        self.sock = {UP: client, DOWN: upstream}  # the socket each direction reads from
         self.streams = {UP: _Stream(proxy.max_packet), DOWN: _Stream(proxy.max_packet)}
         self.faults = []
         self.closed = False
@@ -138,7 +147,12 @@ class Connection:
                 while i < n and not self.closed:
                     stop = n
                     for f in self.faults:
-                        if f.kind == "cut" and f.dir == d and f.at is not None and st.sent <= f.at < st.sent + (stop - i):
+                        if (
+                            f.kind == "cut"
+                            and f.dir == d
+                            and f.at is not None
+                            and st.sent <= f.at < st.sent + (stop - i)
+                        ):
                             stop = i + (f.at - st.sent)
                     if stop == i:  # a cut at exactly this offset
                         self._fire(d, st.sent, None)
@@ -160,8 +174,13 @@ class Connection:
                     i = j
                     if st.framed and st.reader.ready:
                         t = st.reader.first >> 4
-                        p._log(self.n, d, NAMES[t], st.reader.header_size() + st.reader.size,
-                               "swallowed" if self.blackholed else "")
+                        p._log(
+                            self.n,
+                            d,
+                            NAMES[t],
+                            st.reader.header_size() + st.reader.size,
+                            "swallowed" if self.blackholed else "",
+                        )
                         st.reader.reset()
                         if self._packet_cut(d, t):
                             return
@@ -197,7 +216,7 @@ class Connection:
         step = max(1, bps // 20) if bps else len(piece)
         try:
             for i in range(0, len(piece), step):
-                part = piece[i:i + step]
+                part = piece[i : i + step]
                 if bps:
                     time.sleep(len(part) / bps)
                 dst.sendall(part)
@@ -259,24 +278,31 @@ class Connection:
 class Proxy:
     """A TCP proxy to `upstream` (host, port), listening on `listen` (port 0: any free)."""
 
-    def __init__(self, upstream, listen=("127.0.0.1", 0), max_packet=1 << 18, log_limit=100000,
-                 allow_remote=False, echo=None):
+    def __init__(
+        self,
+        upstream,
+        listen=("127.0.0.1", 0),
+        max_packet=1 << 18,
+        log_limit=100000,
+        allow_remote=False,
+        echo=None,
+    ):
         if not allow_remote and not (_loopback(listen[0]) and _loopback(upstream[0])):
             raise ValueError("the proxy only runs between loopback addresses unless allow_remote=True")
         self.upstream = tuple(upstream)
         self.max_packet = max_packet
         self.log = collections.deque(maxlen=log_limit)
-        self.echo = echo              # echo(entry) is called for every log line (the CLI prints)
+        self.echo = echo  # echo(entry) is called for every log line (the CLI prints)
         self.cuts = 0
-        self.recoveries = []          # seconds from each cut to the next CONNACK to the client
+        self.recoveries = []  # seconds from each cut to the next CONNACK to the client
         self._cut_t = None
         self.accepted = 0
         self.refused = 0
         self._listen = listen
         self._srv = None
         self._conns = []
-        self._pending = []            # faults waiting for the next connection
-        self._cycle = []              # cut_each_connection()'s cuts
+        self._pending = []  # faults waiting for the next connection
+        self._cycle = []  # cut_each_connection()'s cuts
         self._cycle_i = 0
         self._refuse_until = 0.0
         self._refuse_count = 0
@@ -377,13 +403,13 @@ class Proxy:
 
     def delay(self, ms, direction=None):
         """Hold every chunk for ms before passing it on (both directions by default)."""
-        for d in ((direction,) if direction else _DIRS):
+        for d in (direction,) if direction else _DIRS:
             _check_dir(d)
             self._delay_ms[d] = ms
 
     def throttle(self, bytes_per_s, direction=None):
         """Limit the rate (0: unlimited)."""
-        for d in ((direction,) if direction else _DIRS):
+        for d in (direction,) if direction else _DIRS:
             _check_dir(d)
             self._throttle[d] = bytes_per_s
 
@@ -434,8 +460,11 @@ class Proxy:
 
     def packets(self, conn=None):
         """[(direction, packet name)] forwarded, on connection `conn` (default: all)."""
-        return [(e.dir, e.what) for e in list(self.log)
-                if e.dir in _DIRS and e.what.isupper() and (conn is None or e.conn == conn)]
+        return [
+            (e.dir, e.what)
+            for e in list(self.log)
+            if e.dir in _DIRS and e.what.isupper() and (conn is None or e.conn == conn)
+        ]
 
     # ---- internals
 
@@ -499,8 +528,7 @@ class Proxy:
                 c.arm(f)
             self._log(c.n, None, "open", None, "")
             for d in _DIRS:
-                threading.Thread(target=c.pump, args=(d,), name="proxy-%d-%s" % (c.n, d),
-                                 daemon=True).start()
+                threading.Thread(target=c.pump, args=(d,), name="proxy-%d-%s" % (c.n, d), daemon=True).start()
 
 
 # ---- the script format of `fleetwire proxy --script FILE`

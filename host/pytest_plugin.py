@@ -8,6 +8,7 @@ broker's log is added to the failure report.
 The broker matrix: a test that takes the `broker` fixture runs once for each broker of
 fleetwire.host.brokers.matrix() (mosquitto, aedes, amqtt, rabbitmq), each started once
 per session and shared, the tests grouped by broker."""
+
 import pytest
 
 
@@ -16,6 +17,7 @@ def mosquitto():
     """One plain mosquitto for the session (127.0.0.1, a free port). Shared: use
     topics of your own and clear retained messages you leave."""
     from fleetwire.host.mosquitto import Mosquitto
+
     with Mosquitto() as b:
         yield b
 
@@ -26,6 +28,7 @@ def mosquitto_tls():
     127.0.0.1), .tls_mismatch_port (certificate for another name), .ca_pem, .ca_der;
     .port is plain MQTT as usual."""
     from fleetwire.host.mosquitto import Mosquitto
+
     with Mosquitto(tls=True) as b:
         yield b
 
@@ -34,6 +37,7 @@ def mosquitto_tls():
 def fleet_ca(tmp_path_factory):
     """A fleet CA (fleetwire.host.pki.FleetCA) for the session, as `fleetwire ca init` makes it."""
     from fleetwire.host.pki import FleetCA
+
     return FleetCA.create(str(tmp_path_factory.mktemp("fleet-ca")))
 
 
@@ -44,6 +48,7 @@ def identity_mosquitto(fleet_ca):
     .ca_pem/.ca_der are the fleet CA's. Identities: issue with fleet_ca; reload() after a
     revocation."""
     from fleetwire.host.mosquitto import Mosquitto
+
     with Mosquitto(identity=fleet_ca) as b:
         yield b
 
@@ -59,6 +64,7 @@ def host_credentials(fleet_ca, tmp_path_factory):
         if name not in made:
             made[name] = fleet_ca.credentials(name, role, d)
         return made[name]
+
     return get
 
 
@@ -72,6 +78,7 @@ def fresh_mosquitto():
         b = Mosquitto(**kw)
         make.brokers.append(b)
         return b.start()
+
     make.brokers = []
     yield make
     for b in make.brokers:
@@ -83,12 +90,14 @@ def broker_pool():
     """broker_pool(name) -> that matrix broker, running; started on first use, shared by
     the whole session (use topics and client ids of your own), closed at its end."""
     from fleetwire.host.brokers import make
+
     pool = {}
 
     def get(name):
         if name not in pool:
             pool[name] = make(name).start()
         return pool[name]
+
     yield get
     for b in pool.values():
         b.close()
@@ -97,6 +106,7 @@ def broker_pool():
 def pytest_generate_tests(metafunc):
     if "broker" in metafunc.fixturenames:
         from fleetwire.host.brokers import matrix
+
         metafunc.parametrize("broker", matrix(), indirect=True, scope="session")
 
 
@@ -115,6 +125,7 @@ def make_observer(request):
     identity it logs in with a certificate: the operator's, or identity=(name, role).
     Closed afterwards."""
     from fleetwire.host.observer import Observer
+
     made = []
 
     def make(broker=None, tls=False, identity=None, **kw):
@@ -132,6 +143,7 @@ def make_observer(request):
             o = Observer(broker.host, broker.port, **kw)
         made.append(o)
         return o
+
     yield make
     for o in made:
         o.close()
@@ -148,6 +160,7 @@ def make_proxy(request):
     """make_proxy(broker=None) -> a started fault-injecting Proxy (fleetwire.host.proxy)
     in front of broker (default: the session `mosquitto`); stopped afterwards."""
     from fleetwire.host.proxy import Proxy
+
     made = []
 
     def make(broker=None):
@@ -156,6 +169,7 @@ def make_proxy(request):
         p = Proxy((broker.host, broker.port)).start()
         made.append(p)
         return p
+
     yield make
     for p in made:
         p.stop()
@@ -165,6 +179,7 @@ def make_proxy(request):
 def scripted_broker():
     """A ScriptedBroker (fleetwire.host.scripted_broker) on 127.0.0.1:.port."""
     from fleetwire.host.scripted_broker import ScriptedBroker
+
     b = ScriptedBroker()
     yield b
     b.close()
@@ -175,7 +190,9 @@ def pytest_runtest_makereport(item, call):
     rep = yield
     if rep.failed and rep.when in ("call", "teardown"):
         args = getattr(item, "funcargs", {})
-        brokers = [args[n] for n in ("mosquitto", "mosquitto_tls", "identity_mosquitto", "broker") if n in args]
+        brokers = [
+            args[n] for n in ("mosquitto", "mosquitto_tls", "identity_mosquitto", "broker") if n in args
+        ]
         brokers += getattr(args.get("fresh_mosquitto"), "brokers", [])
         for b in brokers:
             try:

@@ -11,6 +11,7 @@ The flasher stub is not run: MEM_BEGIN is refused, so esptool needs --no-stub.
 A test can ask for a write fault (corrupt_writes): in the next blocks that program
 anything, one bit that should have been cleared stays set, after the block's checksum
 passed: only esptool's MD5 check of the written region can catch it."""
+
 import struct
 import zlib
 
@@ -61,11 +62,11 @@ class RomLoader:
         self.corrupt_writes = 0
         self.finished = False
         self.foreign = b""
-        self.commands = []            # opcodes seen, for tests and traces
-        self._frame = None            # bytes of the frame being received, None between frames
+        self.commands = []  # opcodes seen, for tests and traces
+        self._frame = None  # bytes of the frame being received, None between frames
         self._esc = False
         self._regs = {}
-        self._write = None            # (next address, bytes left) of FLASH_BEGIN/FLASH_DEFL_BEGIN
+        self._write = None  # (next address, bytes left) of FLASH_BEGIN/FLASH_DEFL_BEGIN
         self._inflate = None
         self._set_baud(baud)
 
@@ -74,10 +75,13 @@ class RomLoader:
     def _efuse(self, n):
         m = self.mac
         crc = 0  # the MAC's CRC byte: esptool drops it
-        words = {1: int.from_bytes(m[2:6], "big"), 2: (crc << 16) | (m[0] << 8) | m[1],
-                 3: (1 << 9) | (1 << 15),           # package ESP32-D0WD, revision bit 0
-                 4: 0x34,                           # the 8 MHz clock calibration (baud rate maths)
-                 5: 1 << 20}                        # revision bit 1: a v3.0 chip
+        words = {
+            1: int.from_bytes(m[2:6], "big"),
+            2: (crc << 16) | (m[0] << 8) | m[1],
+            3: (1 << 9) | (1 << 15),  # package ESP32-D0WD, revision bit 0
+            4: 0x34,  # the 8 MHz clock calibration (baud rate maths)
+            5: 1 << 20,
+        }  # revision bit 1: a v3.0 chip
         return words.get(n, 0)
 
     def _set_baud(self, baud):
@@ -89,11 +93,11 @@ class RomLoader:
         if EFUSE_BASE <= addr < EFUSE_BASE + 0x100:
             return self._efuse((addr - EFUSE_BASE) // 4)
         if addr == APB_CTL_DATE:
-            return 1 << 31                          # revision bit 2
+            return 1 << 31  # revision bit 2
         if addr == RTCCALICFG1:
-            return 1969 << 7                        # with eFuse word 4: a 40 MHz crystal
+            return 1969 << 7  # with eFuse word 4: a 40 MHz crystal
         if addr == GPIO_STRAP:
-            return 0x03                             # GPIO0 low: download boot
+            return 0x03  # GPIO0 low: download boot
         return self._regs.get(addr, 0)
 
     def write_reg(self, addr, value, mask):
@@ -110,11 +114,11 @@ class RomLoader:
         addr_len = ((r(SPI_BASE + 0x20, 0) >> 26) & 0x3F) + 1 if usr & (1 << 30) else 0
         addr = r(SPI_BASE + 0x04, 0) >> (32 - addr_len) if addr_len else 0
         out = 0
-        if cmd == 0x9F:                              # RDID: a Winbond part of the flash's size
+        if cmd == 0x9F:  # RDID: a Winbond part of the flash's size
             out = 0xEF | 0x40 << 8 | _SIZE_IDS.get(self.flash.size, 0x16) << 16
-        elif cmd == 0x5A:                            # SFDP
+        elif cmd == 0x5A:  # SFDP
             out = 0x50444653 if addr == 0 else 0
-        self._regs[SPI_BASE + 0x80] = out            # RDSR and the rest: 0 (idle, unprotected)
+        self._regs[SPI_BASE + 0x80] = out  # RDSR and the rest: 0 (idle, unprotected)
 
     # ---- framing
 
@@ -134,7 +138,7 @@ class RomLoader:
                 self._esc = True
             elif b == 0xC0:
                 frame, self._frame = bytes(self._frame), None
-                if not frame:              # two delimiters in a row: this one opens the next frame
+                if not frame:  # two delimiters in a row: this one opens the next frame
                     self._frame = bytearray()
                     continue
                 out.append(self._packet(frame))
@@ -165,8 +169,8 @@ class RomLoader:
         if op == SYNC:
             if data != b"\x07\x07\x12\x20" + b"\x55" * 32:
                 return self._reply(op, error=E_INVALID_MSG)
-            self._set_baud(115200)                    # the ROM measures the baud rate on the 0x55s
-            return self._reply(op, 0x20120707) * 8     # the ROM answers a SYNC eight times
+            self._set_baud(115200)  # the ROM measures the baud rate on the 0x55s
+            return self._reply(op, 0x20120707) * 8  # the ROM answers a SYNC eight times
         if op == READ_REG and len(data) == 4:
             return self._reply(op, self.read_reg(struct.unpack("<I", data)[0]))
         if op == WRITE_REG and data and len(data) % 16 == 0:
@@ -184,7 +188,7 @@ class RomLoader:
         if op in (FLASH_BEGIN, FLASH_DEFL_BEGIN) and len(data) == 16:
             size, _blocks, blocksize, offset = struct.unpack("<IIII", data)
             if size:
-                self.flash.erase(offset, size)        # the ROM erases the whole range up front
+                self.flash.erase(offset, size)  # the ROM erases the whole range up front
             self._write = [offset, size, blocksize]
             self._inflate = zlib.decompressobj() if op == FLASH_DEFL_BEGIN else None
             return self._reply(op)
@@ -192,7 +196,7 @@ class RomLoader:
             return self._data(op, data, chk)
         if op in (FLASH_END, FLASH_DEFL_END) and len(data) == 4:
             self._write = self._inflate = None
-            self.finished = True                      # leave the loader: run the app
+            self.finished = True  # leave the loader: run the app
             return self._reply(op)
         if op == SPI_FLASH_MD5 and len(data) == 16:
             addr, size = struct.unpack_from("<II", data)
@@ -223,7 +227,7 @@ class RomLoader:
             except zlib.error:
                 return self._reply(op, error=E_DEFLATE)
             if len(block) > left:
-                return self._reply(op, error=E_WRITE)   # more than FLASH_DEFL_BEGIN announced
+                return self._reply(op, error=E_WRITE)  # more than FLASH_DEFL_BEGIN announced
             addr = start
             self._write[0:2] = [start + len(block), left - len(block)]
         else:
@@ -237,6 +241,6 @@ class RomLoader:
         for i, b in enumerate(block):
             if b != 0xFF:
                 self.corrupt_writes -= 1
-                zero = (~b & 0xFF) & -(~b & 0xFF)        # the lowest bit this byte clears
-                return block[:i] + bytes([b | zero]) + block[i + 1:]
+                zero = (~b & 0xFF) & -(~b & 0xFF)  # the lowest bit this byte clears
+                return block[:i] + bytes([b | zero]) + block[i + 1 :]
         return block

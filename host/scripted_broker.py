@@ -5,6 +5,7 @@ that the client under test connects to, driven step by step from the test thread
 Nothing runs in the background: each call does its own socket I/O with a deadline,
 and a failure is an AssertionError that shows both sides decoded by the codec and
 the conversation so far."""
+
 import socket
 import struct
 import time
@@ -89,8 +90,9 @@ class ScriptedBroker:
         try:
             conn, self.peer = self.listener.accept()
         except socket.timeout:
-            raise AssertionError("scripted broker: no client connected to port %d within %s s"
-                                 % (self.port, timeout)) from None
+            raise AssertionError(
+                "scripted broker: no client connected to port %d within %s s" % (self.port, timeout)
+            ) from None
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.conn = conn
         self._reader.reset()
@@ -137,13 +139,16 @@ class ScriptedBroker:
             for i in range(0, len(data), step):
                 if i:
                     time.sleep(0.005)
-                conn.sendall(data[i:i + step])
+                conn.sendall(data[i : i + step])
         except socket.timeout:
-            raise AssertionError("scripted broker: the client read none of %s within %s s"
-                                 % (render(data), self.send_timeout)) from None
+            raise AssertionError(
+                "scripted broker: the client read none of %s within %s s" % (render(data), self.send_timeout)
+            ) from None
         except OSError as e:
-            raise AssertionError("scripted broker: could not send %s, the client had closed the "
-                                 "connection (%s)%s" % (render(data), e, self._story())) from None
+            raise AssertionError(
+                "scripted broker: could not send %s, the client had closed the "
+                "connection (%s)%s" % (render(data), e, self._story())
+            ) from None
 
     # ---- receiving
 
@@ -154,11 +159,15 @@ class ScriptedBroker:
         except _Timeout:
             part = bytes(self._partial + self._pending)
             got = "; %d byte(s) of a packet arrived: %s" % (len(part), part.hex(" ")) if part else ""
-            raise AssertionError("scripted broker: no (whole) packet from the client within %s s%s%s"
-                                 % (timeout, got, self._story())) from None
+            raise AssertionError(
+                "scripted broker: no (whole) packet from the client within %s s%s%s"
+                % (timeout, got, self._story())
+            ) from None
         except _Closed as e:
-            raise AssertionError("scripted broker: the client %s while a packet was expected%s%s"
-                                 % (e, self._partial_note(), self._story())) from None
+            raise AssertionError(
+                "scripted broker: the client %s while a packet was expected%s%s"
+                % (e, self._partial_note(), self._story())
+            ) from None
 
     def receive(self, timeout=5):
         """The next packet the client sends, decoded (a fleetwire.codec.packets object)."""
@@ -166,8 +175,10 @@ class ScriptedBroker:
         try:
             (p,) = packets.decode_all(data)
         except ValueError as e:  # CodecError, or a stray UnicodeDecodeError
-            raise AssertionError("scripted broker: the client sent a malformed packet: %s  [%s]%s"
-                                 % (e, data.hex(" "), self._story())) from None
+            raise AssertionError(
+                "scripted broker: the client sent a malformed packet: %s  [%s]%s"
+                % (e, data.hex(" "), self._story())
+            ) from None
         return p
 
     def expect(self, packet_or_bytes, timeout=5):
@@ -183,19 +194,34 @@ class ScriptedBroker:
                 got += self._next_packet(deadline)
                 n += 1
             except _Timeout:
-                raise AssertionError("scripted broker: expected %s\n  but within %s s the client sent "
-                                     "%s%s" % (render(want), timeout,
-                                               render(got) if got else "nothing",
-                                               self._partial_note() + self._story())) from None
+                raise AssertionError(
+                    "scripted broker: expected %s\n  but within %s s the client sent "
+                    "%s%s"
+                    % (
+                        render(want),
+                        timeout,
+                        render(got) if got else "nothing",
+                        self._partial_note() + self._story(),
+                    )
+                ) from None
             except _Closed as e:
-                raise AssertionError("scripted broker: expected %s\n  but the client %s after sending "
-                                     "%s%s" % (render(want), e, render(got) if got else "nothing",
-                                               self._partial_note() + self._story())) from None
+                raise AssertionError(
+                    "scripted broker: expected %s\n  but the client %s after sending "
+                    "%s%s"
+                    % (
+                        render(want),
+                        e,
+                        render(got) if got else "nothing",
+                        self._partial_note() + self._story(),
+                    )
+                ) from None
         if got != want:
             at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-            raise AssertionError("scripted broker: the client sent something else (first difference "
-                                 "at byte %d)\n  got:      %s\n  expected: %s%s"
-                                 % (at, render(got), render(want), self._story()))
+            raise AssertionError(
+                "scripted broker: the client sent something else (first difference "
+                "at byte %d)\n  got:      %s\n  expected: %s%s"
+                % (at, render(got), render(want), self._story())
+            )
         try:
             decoded = packets.decode_all(got)
         except ValueError:
@@ -205,43 +231,54 @@ class ScriptedBroker:
     def expect_nothing(self, seconds):
         """The client sends nothing and keeps the connection open for `seconds`."""
         if self._pending or self._partial:
-            raise AssertionError("scripted broker: expected nothing, but the client had already sent %s%s"
-                                 % (render(self._partial + self._pending), self._story()))
+            raise AssertionError(
+                "scripted broker: expected nothing, but the client had already sent %s%s"
+                % (render(self._partial + self._pending), self._story())
+            )
         deadline = time.monotonic() + seconds
         try:
             chunk = self._recv(deadline)
         except _Timeout:
             return
         except _Closed as e:
-            raise AssertionError("scripted broker: expected silence, but the client %s%s"
-                                 % (e, self._story())) from None
+            raise AssertionError(
+                "scripted broker: expected silence, but the client %s%s" % (e, self._story())
+            ) from None
         self._pending += chunk
-        raise AssertionError("scripted broker: expected nothing for %s s, but the client sent %s%s"
-                             % (seconds, render(chunk), self._story()))
+        raise AssertionError(
+            "scripted broker: expected nothing for %s s, but the client sent %s%s"
+            % (seconds, render(chunk), self._story())
+        )
 
     def expect_closed(self, timeout=5):
         """The client closes the connection within `timeout`, sending nothing more first."""
         if self._pending or self._partial:
-            raise AssertionError("scripted broker: expected the client to close, but it sent %s%s"
-                                 % (render(self._partial + self._pending), self._story()))
+            raise AssertionError(
+                "scripted broker: expected the client to close, but it sent %s%s"
+                % (render(self._partial + self._pending), self._story())
+            )
         try:
             chunk = self._recv(time.monotonic() + timeout)
         except _Timeout:
-            raise AssertionError("scripted broker: the client did not close the connection within %s s%s"
-                                 % (timeout, self._story())) from None
+            raise AssertionError(
+                "scripted broker: the client did not close the connection within %s s%s"
+                % (timeout, self._story())
+            ) from None
         except _Closed:
             self.close_client()
             return
         self._pending += chunk
-        raise AssertionError("scripted broker: expected the client to close, but it sent %s%s"
-                             % (render(chunk), self._story()))
+        raise AssertionError(
+            "scripted broker: expected the client to close, but it sent %s%s" % (render(chunk), self._story())
+        )
 
     # ---- internals
 
     def _conn(self):
         if self.conn is None:
-            raise AssertionError("scripted broker: no client connection (call accept() first, "
-                                 "or it was closed)")
+            raise AssertionError(
+                "scripted broker: no client connection (call accept() first, or it was closed)"
+            )
         return self.conn
 
     def _recv(self, deadline):
@@ -279,8 +316,10 @@ class ScriptedBroker:
                     i = r.feed(self._pending)
                 except CodecError as e:
                     bad = bytes(self._partial + self._pending)
-                    raise AssertionError("scripted broker: the client sent bytes that cannot be framed: "
-                                         "%s  [%s]%s" % (e, bad.hex(" "), self._story())) from None
+                    raise AssertionError(
+                        "scripted broker: the client sent bytes that cannot be framed: "
+                        "%s  [%s]%s" % (e, bad.hex(" "), self._story())
+                    ) from None
                 # Keep the exact bytes: re-encoding would hide a non-minimal length.
                 self._partial += self._pending[:i]
                 del self._pending[:i]
@@ -308,8 +347,10 @@ class ScriptedBroker:
                 if n > self.max_packet:
                     break
                 return n if len(b) >= n else 0
-        raise AssertionError("scripted broker: the client sent bytes that cannot be framed  [%s]%s"
-                             % (bytes(b[:16]).hex(" "), self._story()))
+        raise AssertionError(
+            "scripted broker: the client sent bytes that cannot be framed  [%s]%s"
+            % (bytes(b[:16]).hex(" "), self._story())
+        )
 
     def _partial_note(self):
         part = bytes(self._partial + self._pending)

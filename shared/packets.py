@@ -63,8 +63,10 @@ class Packet:
         return not self == other
 
     def __repr__(self):
-        return "%s(%s)" % (type(self).__name__,
-                           ", ".join("%s=%r" % (f, getattr(self, f)) for f in self.FIELDS))
+        return "%s(%s)" % (
+            type(self).__name__,
+            ", ".join("%s=%r" % (f, getattr(self, f)) for f in self.FIELDS),
+        )
 
     @property
     def name(self):
@@ -72,7 +74,7 @@ class Packet:
 
     def encode(self):
         buf = bytearray(self._bound())
-        return bytes(memoryview(buf)[:self.pack_into(buf)])
+        return bytes(memoryview(buf)[: self.pack_into(buf)])
 
     def _bound(self):
         return 7
@@ -80,13 +82,34 @@ class Packet:
 
 class Connect(Packet):
     TYPE = wire.CONNECT
-    FIELDS = ("client_id", "clean_session", "keepalive", "will_topic", "will_message",
-              "will_qos", "will_retain", "username", "password", "protocol_name",
-              "protocol_level")
+    FIELDS = (
+        "client_id",
+        "clean_session",
+        "keepalive",
+        "will_topic",
+        "will_message",
+        "will_qos",
+        "will_retain",
+        "username",
+        "password",
+        "protocol_name",
+        "protocol_level",
+    )
 
-    def __init__(self, client_id="", clean_session=True, keepalive=60, will_topic=None,
-                 will_message=None, will_qos=0, will_retain=False, username=None,
-                 password=None, protocol_name="MQTT", protocol_level=4):
+    def __init__(
+        self,
+        client_id="",
+        clean_session=True,
+        keepalive=60,
+        will_topic=None,
+        will_message=None,
+        will_qos=0,
+        will_retain=False,
+        username=None,
+        password=None,
+        protocol_name="MQTT",
+        protocol_level=4,
+    ):
         self.client_id = client_id
         self.clean_session = clean_session
         self.keepalive = keepalive
@@ -101,20 +124,33 @@ class Connect(Packet):
 
     def _bound(self):
         n = 32
-        for f in (self.client_id, self.will_topic, self.will_message, self.username,
-                  self.password, self.protocol_name):
+        for f in (
+            self.client_id,
+            self.will_topic,
+            self.will_message,
+            self.username,
+            self.password,
+            self.protocol_name,
+        ):
             if f is not None:
                 n += 4 * len(f)  # a str may take up to 4 bytes a character
         return n
 
     def pack_into(self, buf):
-        return wire.pack_connect(buf, _bytes(self.client_id, "client identifier"),
-                                 self.clean_session, self.keepalive,
-                                 _bytes(self.will_topic, "topic"),
-                                 _bytes(self.will_message, "will message"), self.will_qos,
-                                 self.will_retain, _bytes(self.username, "user name"),
-                                 _bytes(self.password, "password"),
-                                 _bytes(self.protocol_name, "protocol name"), self.protocol_level)
+        return wire.pack_connect(
+            buf,
+            _bytes(self.client_id, "client identifier"),
+            self.clean_session,
+            self.keepalive,
+            _bytes(self.will_topic, "topic"),
+            _bytes(self.will_message, "will message"),
+            self.will_qos,
+            self.will_retain,
+            _bytes(self.username, "user name"),
+            _bytes(self.password, "password"),
+            _bytes(self.protocol_name, "protocol name"),
+            self.protocol_level,
+        )
 
 
 class Connack(Packet):
@@ -162,8 +198,9 @@ class Publish(Packet):
         p = self.payload
         if isinstance(p, str):
             p = _utf8(p, "payload")
-        return pack_publish(buf, topics._b(self.topic), p, self.qos,
-                            self.retain, self.dup, self.packet_id or 0)
+        return pack_publish(
+            buf, topics._b(self.topic), p, self.qos, self.retain, self.dup, self.packet_id or 0
+        )
 
 
 class _Ack(Packet):
@@ -271,6 +308,7 @@ class Disconnect(_Empty):
 
 # ---- decoding
 
+
 def _str(body, i, n, what, rule="§1.5.3"):
     # A length-prefixed UTF-8 string at i -> (str, next offset)
     if i + 2 > n:
@@ -279,7 +317,7 @@ def _str(body, i, n, what, rule="§1.5.3"):
     if e > n:
         fail(what + ": length runs past the packet end", rule)
     check_utf8(body, i + 2, e)
-    return bytes(body[i + 2:e]).decode("utf-8"), e
+    return bytes(body[i + 2 : e]).decode("utf-8"), e
 
 
 def _bin(body, i, n, what, rule="§1.5.6"):
@@ -288,7 +326,7 @@ def _bin(body, i, n, what, rule="§1.5.6"):
     e = i + 2 + get_u16(body, i)
     if e > n:
         fail(what + ": length runs past the packet end", rule)
-    return bytes(body[i + 2:e]), e
+    return bytes(body[i + 2 : e]), e
 
 
 def _end(i, n, what):
@@ -307,8 +345,10 @@ def _connect(first, body, n):
     keepalive = get_u16(body, i + 2)
     i += 4
     if (name == "MQTT") != (level == 4) or level not in (3, 4):
-        fail("protocol %r level %d is not MQTT 3.1.1 (the server answers CONNACK 1)"
-             % (name, level), "MQTT-3.1.2-2")
+        fail(
+            "protocol %r level %d is not MQTT 3.1.1 (the server answers CONNACK 1)" % (name, level),
+            "MQTT-3.1.2-2",
+        )
     if flags & 1:
         fail("CONNECT reserved flag bit 0 is set", "MQTT-3.1.2-3")
     will = flags & 4
@@ -340,8 +380,14 @@ def _connect(first, body, n):
 def _publish(first, body, n):
     te, pid, ps = wire.publish_fields(first, body, n)
     qos = first >> 1 & 3
-    return Publish(bytes(body[2:te]).decode("utf-8"), bytes(body[ps:n]), qos,
-                   bool(first & 1), bool(first & 8), pid if qos else None)
+    return Publish(
+        bytes(body[2:te]).decode("utf-8"),
+        bytes(body[ps:n]),
+        qos,
+        bool(first & 1),
+        bool(first & 8),
+        pid if qos else None,
+    )
 
 
 def _subscribe(first, body, n):
@@ -397,21 +443,37 @@ def _suback(first, body, n):
 def _empty(cls):
     def dec(first, body, n):
         if n:
-            fail("%s remaining length must be 0, got %d" % (NAMES[cls.TYPE], n),
-                 "§3.%d.1" % cls.TYPE)
+            fail("%s remaining length must be 0, got %d" % (NAMES[cls.TYPE], n), "§3.%d.1" % cls.TYPE)
         return cls()
+
     return dec
 
 
 def _ack(cls):
     def dec(first, body, n):
         return cls(wire.ack_id(cls.TYPE, body, n))
+
     return dec
 
 
-_DECODERS = (None, _connect, _connack, _publish, _ack(Puback), _ack(Pubrec), _ack(Pubrel),
-             _ack(Pubcomp), _subscribe, _suback, _unsubscribe, _ack(Unsuback),
-             _empty(Pingreq), _empty(Pingresp), _empty(Disconnect), None)
+_DECODERS = (
+    None,
+    _connect,
+    _connack,
+    _publish,
+    _ack(Puback),
+    _ack(Pubrec),
+    _ack(Pubrel),
+    _ack(Pubcomp),
+    _subscribe,
+    _suback,
+    _unsubscribe,
+    _ack(Unsuback),
+    _empty(Pingreq),
+    _empty(Pingresp),
+    _empty(Disconnect),
+    None,
+)
 
 
 def decode(first, body, n=-1):
@@ -449,7 +511,7 @@ def decode_all(data, max_packet=MAX_REMAINING + 5):
             fail("packet of %d bytes is over max_packet (%d)" % (size + j - i, max_packet), "§2.2.3")
         if j + size > n:
             fail("input ends inside a %s packet" % NAMES[first >> 4], "§2.2.3")
-        out.append(decode(first, mv[j:j + size], size))
+        out.append(decode(first, mv[j : j + size], size))
         i = j + size
     return out
 
@@ -458,6 +520,24 @@ def encode(packet):
     return packet.encode()
 
 
-__all__ = ["CodecError", "Packet", "Connect", "Connack", "Publish", "Puback", "Pubrec",
-           "Pubrel", "Pubcomp", "Subscribe", "Suback", "Unsubscribe", "Unsuback",
-           "Pingreq", "Pingresp", "Disconnect", "decode", "decode_all", "encode"]
+__all__ = [
+    "CodecError",
+    "Packet",
+    "Connect",
+    "Connack",
+    "Publish",
+    "Puback",
+    "Pubrec",
+    "Pubrel",
+    "Pubcomp",
+    "Subscribe",
+    "Suback",
+    "Unsubscribe",
+    "Unsuback",
+    "Pingreq",
+    "Pingresp",
+    "Disconnect",
+    "decode",
+    "decode_all",
+    "encode",
+]

@@ -5,24 +5,57 @@
 # names an error by its line number here, the host modules by its key, and fail_as()
 # loads this table only when an error is raised.
 
-NAMES = ("type 0", "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL",
-         "PUBCOMP", "SUBSCRIBE", "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ",
-         "PINGRESP", "DISCONNECT", "type 15")
+NAMES = (
+    "type 0",
+    "CONNECT",
+    "CONNACK",
+    "PUBLISH",
+    "PUBACK",
+    "PUBREC",
+    "PUBREL",
+    "PUBCOMP",
+    "SUBSCRIBE",
+    "SUBACK",
+    "UNSUBSCRIBE",
+    "UNSUBACK",
+    "PINGREQ",
+    "PINGRESP",
+    "DISCONNECT",
+    "type 15",
+)
 
 # CONNACK return codes (§3.2.2.3), by value.
-CONNACK_REASONS = ("connection accepted", "unacceptable protocol version",
-                   "identifier rejected", "server unavailable",
-                   "bad user name or password", "not authorized")
+CONNACK_REASONS = (
+    "connection accepted",
+    "unacceptable protocol version",
+    "identifier rejected",
+    "server unavailable",
+    "bad user name or password",
+    "not authorized",
+)
 
 # CONNECT's length-prefixed fields, in their order (%F): 3 and 5 are binary data (§1.5.6).
-FIELDS = ("protocol name", "client identifier", "will topic", "will message", "user name",
-          "password")
+FIELDS = ("protocol name", "client identifier", "will topic", "will message", "user name", "password")
 
 # The rule a packet type's flag nibble breaks when it is wrong (Table 2.2).
-FLAG_RULES = ("§2.2.1", "MQTT-2.2.2-2", "MQTT-2.2.2-2", "", "MQTT-2.2.2-2", "MQTT-2.2.2-2",
-              "MQTT-3.6.1-1", "MQTT-2.2.2-2", "MQTT-3.8.1-1", "MQTT-2.2.2-2",
-              "MQTT-3.10.1-1", "MQTT-2.2.2-2", "MQTT-2.2.2-2", "MQTT-2.2.2-2",
-              "MQTT-3.14.1-1", "§2.2.1")
+FLAG_RULES = (
+    "§2.2.1",
+    "MQTT-2.2.2-2",
+    "MQTT-2.2.2-2",
+    "",
+    "MQTT-2.2.2-2",
+    "MQTT-2.2.2-2",
+    "MQTT-3.6.1-1",
+    "MQTT-2.2.2-2",
+    "MQTT-3.8.1-1",
+    "MQTT-2.2.2-2",
+    "MQTT-3.10.1-1",
+    "MQTT-2.2.2-2",
+    "MQTT-2.2.2-2",
+    "MQTT-2.2.2-2",
+    "MQTT-3.14.1-1",
+    "§2.2.1",
+)
 
 # One line per error: key, rule, message. "%T", the first placeholder where it is used,
 # takes a packet type number and prints its name, "%F" a CONNECT field number (FIELDS);
@@ -89,7 +122,7 @@ def text(key, values, table=TEXT):
         i = 0
         for _ in range(key):
             i = table.index("\n", i) + 1
-        key = table[i:table.index(" ", i)]
+        key = table[i : table.index(" ", i)]
     i = table.index("\n" + key + " ") + len(key) + 1
     e = table.index("\n", i)
     rule, msg = table[i:e].split(None, 1)

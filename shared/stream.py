@@ -21,11 +21,11 @@ class PacketReader:
 
     def reset(self):
         """Forget any partial packet: call after taking a packet or after an error."""
-        self.first = 0      # first byte of the packet, 0 while none has arrived
-        self.size = -1      # remaining length, -1 while it is being read
-        self.got = 0        # body bytes stored so far
+        self.first = 0  # first byte of the packet, 0 while none has arrived
+        self.size = -1  # remaining length, -1 while it is being read
+        self.got = 0  # body bytes stored so far
         self.ready = False
-        self._hlen = 0      # fixed-header bytes read so far
+        self._hlen = 0  # fixed-header bytes read so far
         self._shift = 0
 
     def feed(self, data, start=0, end=-1):
@@ -70,7 +70,7 @@ class PacketReader:
                     for k in range(take):
                         self.buf[g + k] = data[i + k]
                 else:
-                    self.buf[g:g + take] = data[i:i + take]
+                    self.buf[g : g + take] = data[i : i + take]
                 self.got = g + take
                 i += take
                 self.ready = self.got == self.size
@@ -86,6 +86,6 @@ class PacketReader:
         while i < n:
             i = self.feed(data, i, n)
             if self.ready:
-                pkt = (self.first, bytes(self.buf[:self.size]))
+                pkt = (self.first, bytes(self.buf[: self.size]))
                 self.reset()
                 yield pkt

@@ -23,13 +23,14 @@ class CodecError(ValueError):
         # The text between the last "[" and "]" of the message, or "".
         m = str(self)
         i = m.rfind("[")
-        return m[i + 1:-1] if i >= 0 and m[-1:] == "]" else ""
+        return m[i + 1 : -1] if i >= 0 and m[-1:] == "]" else ""
 
 
 def fail_as(key, *values):
     """Raise the error of reasons.TEXT's line key (a number or a name), loaded now."""
     try:
         from .reasons import text
+
         m = text(key, values)
     except MemoryError:  # no room for the table: the key still says what broke
         m = key
@@ -186,19 +187,30 @@ def put_publish(buf, topic, payload, qos, retain, dup, pid):
     buf[i] = tl >> 8
     buf[i + 1] = tl & 255
     i += 2
-    buf[i:i + tl] = topic
+    buf[i : i + tl] = topic
     i += tl
     if qos:
         buf[i] = pid >> 8
         buf[i + 1] = pid & 255
         i += 2
-    buf[i:i + pl] = payload
+    buf[i : i + pl] = payload
     return i + pl
 
 
-def pack_connect(buf, client_id, clean_session, keepalive, will_topic=None, will_message=None,
-                 will_qos=0, will_retain=False, username=None, password=None, protocol_name=b"MQTT",
-                 protocol_level=4):
+def pack_connect(
+    buf,
+    client_id,
+    clean_session,
+    keepalive,
+    will_topic=None,
+    will_message=None,
+    will_qos=0,
+    will_retain=False,
+    username=None,
+    password=None,
+    protocol_name=b"MQTT",
+    protocol_level=4,
+):
     """CONNECT; every string and binary field is bytes-like, None where absent."""
     if not client_id and not clean_session:
         fail_as(_CID_EMPTY)
@@ -241,7 +253,7 @@ def pack_connect(buf, client_id, clean_session, keepalive, will_topic=None, will
             m = len(s)
             buf[i] = m >> 8
             buf[i + 1] = m & 255
-            buf[i + 2:i + 2 + m] = s
+            buf[i + 2 : i + 2 + m] = s
             i += 2 + m
             if k == 0:
                 buf[i] = protocol_level
@@ -303,7 +315,7 @@ def pack_subscribe(buf, pid, filters, t=SUBSCRIBE):
         buf[i] = n >> 8
         buf[i + 1] = n & 255
         i += 2 + n
-        buf[i - n:i] = f
+        buf[i - n : i] = f
         if t == SUBSCRIBE:
             buf[i] = q
             i += 1
@@ -311,6 +323,7 @@ def pack_subscribe(buf, pid, filters, t=SUBSCRIBE):
 
 
 # ---- reading bodies the client receives (body = buf[0:n], fixed header removed)
+
 
 def ack_id(t, b, n):
     """The packet id of the body b of a PUBACK/PUBREC/PUBREL/PUBCOMP/UNSUBACK (type t)."""
@@ -441,7 +454,8 @@ def check_utf8(b, i, end):
         # code points above U+10FFFF (F4)
         d = b[i]
         if d < (0xA0 if c == 0xE0 else 0x90 if c == 0xF0 else 0x80) or d > (
-                0x9F if c == 0xED else 0x8F if c == 0xF4 else 0xBF):
+            0x9F if c == 0xED else 0x8F if c == 0xF4 else 0xBF
+        ):
             fail_as(_U8_SURR if c == 0xED and 0x9F < d < 0xC0 else _U8_BAD)
         i += 1
         while i < n:

@@ -1,5 +1,6 @@
 """Device agents for the tests: run the real client as a device process — MicroPython's unix port with a 96 KB
 heap, and CPython — and script it over stdin/stdout (tests/device/agent.py)."""
+
 import json
 import os
 import queue
@@ -10,7 +11,7 @@ import pytest
 
 
 AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "device", "agent.py")
-from support import device_command
+from support import device_command  # noqa: E402
 
 
 class Agent:
@@ -18,8 +19,9 @@ class Agent:
         self.interp = interp
         self.client_id = client_id
         cmd, env = device_command(interp, board_lib, AGENT)
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=env)
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         self._lines = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -85,6 +87,7 @@ def device(interp, board_lib, request):
         a = Agent(interp, board_lib, cid)
         agents.append(a)
         return a
+
     yield make
     for a in agents:
         a.close()

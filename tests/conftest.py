@@ -1,4 +1,5 @@
 """Fixtures shared by the whole suite."""
+
 import os
 import subprocess
 import sys
@@ -40,8 +41,10 @@ class MicroPythonRunner:
     def run(self, args, heap="96K", timeout=120, check=True, **kw):
         r = micropython.run(args, lib=self.lib, heap=heap, timeout=timeout, **kw)
         if check and r.returncode:
-            raise AssertionError("micropython %s exited %d\nstdout:\n%s\nstderr:\n%s"
-                                 % (" ".join(map(str, args)), r.returncode, r.stdout, r.stderr))
+            raise AssertionError(
+                "micropython %s exited %d\nstdout:\n%s\nstderr:\n%s"
+                % (" ".join(map(str, args)), r.returncode, r.stdout, r.stderr)
+            )
         return r
 
     def exec(self, code, heap="96K", **kw):

@@ -1,9 +1,10 @@
 """Constants the tests share (importable as `support`: tests/ is on sys.path)."""
+
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The heap a device program gets on the MicroPython unix port: an ESP32's, roughly.
-DEVICE_HEAP = "96K"
+DEVICE_HEAP = os.environ.get("FLEETWIRE_DEVICE_HEAP", "80K")
 
 
 def device_command(interp, board_lib, script):
@@ -11,6 +12,7 @@ def device_command(interp, board_lib, script):
     tree and DEVICE_HEAP, or CPython unbuffered."""
     import sys
     from fleetwire.host import micropython
+
     env = dict(os.environ)
     if interp == "micropython":
         env["MICROPYPATH"] = board_lib + os.pathsep + ".frozen"

@@ -1,4 +1,5 @@
 """The `fleetwire` command as a user runs it."""
+
 import os
 import subprocess
 import sys
@@ -16,8 +17,11 @@ def test_build_writes_a_tree_micropython_imports(tmp_path):
     r = run("build", "--mpy", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "wrote" in r.stdout and os.path.exists(tmp_path / "lib" / "fleetwire" / "client.mpy")
-    p = micropython.run(["-c", "from fleetwire import MQTTClient; print(MQTTClient.__name__)"],
-                        lib=str(tmp_path / "lib"), heap="96K")
+    p = micropython.run(
+        ["-c", "from fleetwire import MQTTClient; print(MQTTClient.__name__)"],
+        lib=str(tmp_path / "lib"),
+        heap="96K",
+    )
     assert p.stdout.strip() == "MQTTClient", p.stdout + p.stderr
 
 

@@ -6,11 +6,12 @@ One MicroPython process (the .mpy board tree, a 96 KB heap) measures every case 
 the collector disabled: gc.mem_alloc() after the call minus before it. Each call runs
 once first, so one-time costs (interned names, caches) are not counted. A control
 case that does allocate proves the meter works."""
+
 import pytest
 
 pytestmark = pytest.mark.micropython
 
-PROGRAM = r'''
+PROGRAM = r"""
 import gc
 from fleetwire.codec import wire
 from fleetwire.codec.packets import pack_publish
@@ -98,7 +99,7 @@ measure("check_topic", check_topic)
 measure("fixed_header", fixed_header)
 measure("receive_puback", receive_puback)
 print("DONE")
-'''
+"""
 
 TOPIC_LEN = len(b"fleet/dev-1/telemetry")
 # name -> what the call must return (a packet length, header bytes taken, an id)

@@ -6,6 +6,7 @@
    with bytes inserted - makes the decoder or the reader do anything but return
    packets or raise CodecError: no other exception, no hang, and the reader never
    holds more than max_packet bytes."""
+
 import struct
 
 import pytest
@@ -50,15 +51,18 @@ def connects(draw):
     cid = draw(mqtt_string if clean else mqtt_string.filter(bool))
     kw = {}
     if draw(st.booleans()):
-        kw.update(will_topic=draw(topic_names), will_message=draw(binary),
-                  will_qos=draw(st.integers(0, 2)), will_retain=draw(st.booleans()))
+        kw.update(
+            will_topic=draw(topic_names),
+            will_message=draw(binary),
+            will_qos=draw(st.integers(0, 2)),
+            will_retain=draw(st.booleans()),
+        )
     if draw(st.booleans()):
         kw["username"] = draw(mqtt_string)
         if draw(st.booleans()):
             kw["password"] = draw(binary)
     name, lvl = draw(st.sampled_from([("MQTT", 4), ("MQIsdp", 3)]))
-    return P.Connect(cid, clean, draw(st.integers(0, 65535)), protocol_name=name,
-                     protocol_level=lvl, **kw)
+    return P.Connect(cid, clean, draw(st.integers(0, 65535)), protocol_name=name, protocol_level=lvl, **kw)
 
 
 @st.composite
@@ -70,21 +74,29 @@ def connacks(draw):
 @st.composite
 def publishes(draw, payload=binary):
     qos = draw(st.integers(0, 2))
-    return P.Publish(draw(topic_names), draw(payload), qos, draw(st.booleans()),
-                     draw(st.booleans()) if qos else False, draw(packet_ids) if qos else None)
+    return P.Publish(
+        draw(topic_names),
+        draw(payload),
+        qos,
+        draw(st.booleans()),
+        draw(st.booleans()) if qos else False,
+        draw(packet_ids) if qos else None,
+    )
 
 
-acks = st.builds(lambda cls, pid: cls(pid),
-                 st.sampled_from([P.Puback, P.Pubrec, P.Pubrel, P.Pubcomp, P.Unsuback]), packet_ids)
-subscribes = st.builds(P.Subscribe, packet_ids,
-                       st.lists(st.tuples(topic_filters(), st.integers(0, 2)), min_size=1, max_size=4))
-subacks = st.builds(P.Suback, packet_ids,
-                    st.lists(st.sampled_from([0, 1, 2, 0x80]), min_size=1, max_size=6))
+acks = st.builds(
+    lambda cls, pid: cls(pid),
+    st.sampled_from([P.Puback, P.Pubrec, P.Pubrel, P.Pubcomp, P.Unsuback]),
+    packet_ids,
+)
+subscribes = st.builds(
+    P.Subscribe, packet_ids, st.lists(st.tuples(topic_filters(), st.integers(0, 2)), min_size=1, max_size=4)
+)
+subacks = st.builds(P.Suback, packet_ids, st.lists(st.sampled_from([0, 1, 2, 0x80]), min_size=1, max_size=6))
 unsubscribes = st.builds(P.Unsubscribe, packet_ids, st.lists(topic_filters(), min_size=1, max_size=4))
 empties = st.sampled_from([P.Pingreq, P.Pingresp, P.Disconnect]).map(lambda cls: cls())
 
-any_packet = st.one_of(connects(), connacks(), publishes(), acks, subscribes, subacks,
-                       unsubscribes, empties)
+any_packet = st.one_of(connects(), connacks(), publishes(), acks, subscribes, subacks, unsubscribes, empties)
 
 
 def chunked(data, sizes):
@@ -92,7 +104,7 @@ def chunked(data, sizes):
     out, i, k = [], 0, 0
     while i < len(data):
         n = sizes[k % len(sizes)] if sizes else len(data)
-        out.append(data[i:i + n])
+        out.append(data[i : i + n])
         i += n
         k += 1
     return out
@@ -131,6 +143,7 @@ def read_all(chunks, max_packet, keep_going=False):
 
 # ---- 1. round trips
 
+
 @FAST
 @given(any_packet)
 def test_every_packet_round_trips_through_decode_all(p):
@@ -139,10 +152,11 @@ def test_every_packet_round_trips_through_decode_all(p):
     assert P.decode_all(data)[0].encode() == data
 
 
-@pytest.mark.parametrize("strategy", [connects(), connacks(), publishes(), acks, subscribes, subacks,
-                                      unsubscribes, empties],
-                         ids=["connect", "connack", "publish", "acks", "subscribe", "suback",
-                              "unsubscribe", "empty"])
+@pytest.mark.parametrize(
+    "strategy",
+    [connects(), connacks(), publishes(), acks, subscribes, subacks, unsubscribes, empties],
+    ids=["connect", "connack", "publish", "acks", "subscribe", "suback", "unsubscribe", "empty"],
+)
 def test_each_packet_type_round_trips(strategy):
     @FAST
     @given(strategy)
@@ -150,6 +164,7 @@ def test_each_packet_type_round_trips(strategy):
         data = p.encode()
         assert data[0] >> 4 == p.TYPE
         assert P.decode_all(data) == [p]
+
     check()
 
 
@@ -185,20 +200,25 @@ def test_remaining_length_boundaries_encode_and_decode_in_full(remaining):
     p = P.Publish("t", b"\x5a" * (remaining - 3))
     data = p.encode()
     head = b"\x30" + varint(remaining)
-    assert data[:len(head)] == head
-    assert data[len(head):len(head) + 3] == struct.pack(">H", 1) + b"t"
+    assert data[: len(head)] == head
+    assert data[len(head) : len(head) + 3] == struct.pack(">H", 1) + b"t"
     assert len(data) == len(head) + remaining
     assert P.decode_all(data) == [p]
     got, errors, _ = read_all(chunked(data, [4096]), len(data))
     assert errors == [] and got == [p]
 
 
-
 @FAST
-@given(topic_names, st.integers(0, 300), st.sampled_from([0, 1, 2]), st.booleans(), st.booleans(),
-       st.integers(1, 65535))
-@example("t", 124, 0, False, False, 1)     # remaining length 127: the last one-byte length
-@example("t", 125, 0, True, False, 1)      # 128: the first two-byte length
+@given(
+    topic_names,
+    st.integers(0, 300),
+    st.sampled_from([0, 1, 2]),
+    st.booleans(),
+    st.booleans(),
+    st.integers(1, 65535),
+)
+@example("t", 124, 0, False, False, 1)  # remaining length 127: the last one-byte length
+@example("t", 125, 0, True, False, 1)  # 128: the first two-byte length
 @example("t", 122, 1, False, True, 65535)  # 127 with a packet id
 def test_the_publish_packer_writes_the_standard_bytes_and_never_overruns(topic, size, qos, retain, dup, pid):
     # wire.put_publish (the client's zero-allocation packer, with its own path for a
@@ -218,7 +238,9 @@ def test_the_publish_packer_writes_the_standard_bytes_and_never_overruns(topic, 
             pack(short, t, b"\x5a" * size, qos, retain, dup, pid)
         assert short == bytearray(len(want) - 1)
 
+
 # ---- 2. nothing but packets or CodecError
+
 
 def decode_all_outcome(data):
     try:
@@ -228,8 +250,9 @@ def decode_all_outcome(data):
 
 
 @FUZZ
-@given(st.binary(max_size=300), st.sampled_from([2, 5, 16, 64, 300]),
-       st.lists(st.integers(1, 17), max_size=6))
+@given(
+    st.binary(max_size=300), st.sampled_from([2, 5, 16, 64, 300]), st.lists(st.integers(1, 17), max_size=6)
+)
 def test_random_bytes_only_give_packets_or_codec_errors(data, max_packet, sizes):
     out = decode_all_outcome(data)
     assert out is None or all(isinstance(p, P.Packet) for p in out)

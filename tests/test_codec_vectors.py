@@ -5,6 +5,7 @@ The vectors are the specification: bytes computed from the MQTT 3.1.1 standard a
 the statement id each malformed input must be rejected with. tests/vectors/README.md
 describes the format; tests/vectors/run_vectors.py checks one vector on either
 interpreter, and this file runs it on both and reports every vector by name."""
+
 import importlib.util
 import json
 import os
@@ -15,8 +16,8 @@ import pytest
 
 from fleetwire.host.vectors import RUNNER, VECTOR_FILE, parse_results, summary_line
 
-SMALL_HEAP = "64K"   # what a small board leaves a program
-BIG_HEAP = "1M"      # vectors marked "big" hold 64 KB strings (as `fleetwire selfcheck`)
+SMALL_HEAP = "64K"  # what a small board leaves a program
+BIG_HEAP = "1M"  # vectors marked "big" hold 64 KB strings (as `fleetwire selfcheck`)
 
 
 def load_vectors(path=VECTOR_FILE):
@@ -31,8 +32,16 @@ def load_vectors(path=VECTOR_FILE):
 
 VECTORS = load_vectors()
 NAMES = [v["name"] for v in VECTORS]
-KINDS = ("packet", "decode_error", "encode_error", "stream", "topic_name", "topic_filter",
-         "topic_match", "utf8")
+KINDS = (
+    "packet",
+    "decode_error",
+    "encode_error",
+    "stream",
+    "topic_name",
+    "topic_filter",
+    "topic_match",
+    "utf8",
+)
 
 
 def _load_runner():
@@ -46,6 +55,7 @@ runner = _load_runner()
 
 
 # ---- the vector file itself
+
 
 def test_there_are_at_least_150_vectors_with_unique_names():
     assert len(VECTORS) >= 150
@@ -72,12 +82,14 @@ def test_every_packet_type_has_valid_and_invalid_vectors():
 
 # ---- CPython: in process, one test per vector
 
+
 @pytest.mark.parametrize("v", VECTORS, ids=NAMES)
 def test_vector_on_cpython(v):
     runner.check(v)
 
 
 # ---- MicroPython: the runner once per heap size, one test per vector
+
 
 @pytest.fixture(scope="session")
 def mp_vector_run(board_lib, tmp_path_factory):
@@ -86,14 +98,24 @@ def mp_vector_run(board_lib, tmp_path_factory):
     The runner is precompiled like the codec (as `fleetwire selfcheck` does): compiling
     it from source inside a 64 KB heap would fragment the heap the vectors need."""
     from fleetwire.host import build, micropython
+
     rdir = str(tmp_path_factory.mktemp("vector-runner"))
-    subprocess.run([build.mpy_cross_command(), "-o", os.path.join(rdir, "run_vectors.mpy"),
-                    "-s", "run_vectors.py", RUNNER], check=True, capture_output=True)
+    subprocess.run(
+        [
+            build.mpy_cross_command(),
+            "-o",
+            os.path.join(rdir, "run_vectors.mpy"),
+            "-s",
+            "run_vectors.py",
+            RUNNER,
+        ],
+        check=True,
+        capture_output=True,
+    )
     lib = os.pathsep.join([board_lib, rdir])
     results, outs, sets = {}, {}, {}
     for which, heap in (("small", SMALL_HEAP), ("big", BIG_HEAP)):
-        r = micropython.run(["-m", "run_vectors", VECTOR_FILE, which], lib=lib, heap=heap,
-                            timeout=300)
+        r = micropython.run(["-m", "run_vectors", VECTOR_FILE, which], lib=lib, heap=heap, timeout=300)
         outs[which] = r.stdout + r.stderr
         part = parse_results(r.stdout)
         assert not set(part) & set(results), "a vector ran in both sets"
@@ -107,7 +129,10 @@ def mp_vector_run(board_lib, tmp_path_factory):
 def test_vector_on_micropython(name, mp_vector_run):
     results, outs, _ = mp_vector_run
     assert name in results, "MicroPython did not report %s (%s):\n%s" % (
-        name, summary_line(outs["small"] + outs["big"]), outs["small"][-2000:] + outs["big"][-2000:])
+        name,
+        summary_line(outs["small"] + outs["big"]),
+        outs["small"][-2000:] + outs["big"][-2000:],
+    )
     assert results[name] is None, results[name]
 
 
@@ -121,8 +146,9 @@ def test_small_vectors_ran_in_the_small_heap_and_big_ones_in_the_big_heap(mp_vec
 @pytest.mark.micropython
 def test_both_interpreters_ran_the_same_vectors(mp_vector_run, tmp_path):
     # CPython through the same command line the board uses, so neither side can skip lines.
-    r = subprocess.run([sys.executable, RUNNER, VECTOR_FILE, "all"], capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, RUNNER, VECTOR_FILE, "all"], capture_output=True, text=True, timeout=300
+    )
     cpython = parse_results(r.stdout)
     micropython = set(mp_vector_run[0])
     assert set(cpython) == micropython == set(NAMES)

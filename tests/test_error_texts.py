@@ -1,6 +1,7 @@
 """Error texts live in two tables, the codec's (fleetwire.codec.reasons) and the client's
 (fleetwire.reasons), loaded only when an error is raised: a board running the client
 does not hold them in RAM, and an error still says what broke (and the rule it breaks)."""
+
 import os
 import re
 
@@ -116,7 +117,7 @@ def test_a_client_error_names_the_packet_type_and_carries_no_rule_when_it_has_no
     assert str(e.value) == "expected CONNACK, got SUBACK"
 
 
-PROGRAM = r'''
+PROGRAM = r"""
 import gc, sys
 from fleetwire import MQTTClient
 from fleetwire.codec import wire
@@ -155,7 +156,7 @@ try:
 except Exception as x:
     print("CLIENT", type(x).__name__, x)
 print("CLIENT_TABLE", "fleetwire.reasons" in sys.modules)
-'''
+"""
 
 
 @pytest.mark.micropython

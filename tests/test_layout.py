@@ -1,5 +1,6 @@
 """The three source folders stay honest: device code never imports host code,
 shared code imports neither, and the board tree holds device/ + shared/ only."""
+
 import ast
 import os
 import subprocess
@@ -52,15 +53,19 @@ def test_board_tree_holds_device_and_codec_only(board_lib_py):
 @pytest.mark.parametrize("tree,heap", [("board_lib", "96K"), ("board_lib_py", "256K")])
 def test_micropython_imports_fleetwire_from_the_board_tree(tree, heap, request):
     from fleetwire.host import micropython
+
     lib = request.getfixturevalue(tree)
     r = micropython.run(["-c", "import fleetwire; print(fleetwire.__version__)"], lib=lib, heap=heap)
     assert r.returncode == 0, r.stderr + r.stdout
     import fleetwire
+
     assert r.stdout.strip() == fleetwire.__version__
 
 
 def test_cli_help_lists_the_commands():
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "--help"], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "fleetwire.tools.cli", "--help"], capture_output=True, text=True
+    )
     assert r.returncode == 0
     for cmd in ("build", "selfcheck", "demo"):
         assert cmd in r.stdout
@@ -68,5 +73,6 @@ def test_cli_help_lists_the_commands():
 
 def test_build_mpy_writes_only_mpy(tmp_path):
     from fleetwire.host import build
+
     files = build.build(str(tmp_path), mpy=True)
     assert files and all(f.endswith(".mpy") for f in files)

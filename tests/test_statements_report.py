@@ -1,4 +1,5 @@
 """fleetwire statements: the MQTT 3.1.1 client statements and the tests that prove them."""
+
 import os
 import re
 
@@ -29,4 +30,7 @@ def test_the_readme_states_the_count_the_tool_gives():
     m = re.search(r"\*\*(\d+) of the (\d+) have a test; the other (\d+) do not\s+apply\*\*", readme)
     assert m, "README.md no longer states the statement count"
     assert (int(m.group(1)), int(m.group(2)), int(m.group(3))) == (
-        len(tested), len(statements.STATEMENTS), len(na))
+        len(tested),
+        len(statements.STATEMENTS),
+        len(na),
+    )

@@ -3,6 +3,7 @@
 Run a board tree on the MicroPython unix port with:
     MICROPYPATH=DIR/lib micropython -c "import fleetwire"
 Deploy tools copy exactly this tree to a board's /lib."""
+
 import os
 import sys
 
@@ -13,12 +14,16 @@ def add_arguments(p):
     p.add_argument("--out", default="build/board", help="output directory (default: build/board)")
     p.add_argument("--mpy", action="store_true", help="compile to .mpy with mpy-cross")
     p.add_argument("--arch", help="mpy-cross -march value for native code (e.g. xtensawin)")
-    p.add_argument("--lines", action="store_true",
-                   help="keep line numbers in .mpy tracebacks (costs about 5 %% more heap)")
+    p.add_argument(
+        "--lines",
+        action="store_true",
+        help="keep line numbers in .mpy tracebacks (costs about 5 %% more heap)",
+    )
 
 
 def run(args):
     from fleetwire.host.build import BuildError, build
+
     try:
         files = build(args.out, mpy=args.mpy, arch=args.arch, lines=args.lines)
     except BuildError as e:

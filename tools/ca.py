@@ -12,6 +12,7 @@ printed; keys issued for host tools are written to files of mode 600, never prin
 
 Brokers get their configuration from `fleetwire broker-config`.
 """
+
 import os
 import sys
 
@@ -25,18 +26,30 @@ def add_arguments(p):
 
     def action(name, help):
         a = sub.add_parser(name, help=help)
-        a.add_argument("--ca", metavar="DIR", default=None,
-                       help="the CA directory (default: $FLEETWIRE_CA, else ~/.fleetwire/ca)")
+        a.add_argument(
+            "--ca",
+            metavar="DIR",
+            default=None,
+            help="the CA directory (default: $FLEETWIRE_CA, else ~/.fleetwire/ca)",
+        )
         return a
+
     i = action("init", "make a new fleet CA")
     i.add_argument("--name", default="fleetwire fleet CA", help="the CA's CN (default %(default)s)")
     i.add_argument("--days", type=int, default=pki.CA_DAYS, help="validity (default %(default)s days)")
-    i.add_argument("--force", action="store_true", help="replace an existing CA (every board then needs a new "
-                                                        "certificate)")
+    i.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing CA (every board then needs a new certificate)",
+    )
     s = action("issue", "a key and certificate for a host tool (operator, collector) or a broker")
     s.add_argument("name", help="its CN: the user name the broker sees")
-    s.add_argument("--role", required=True, choices=[r for r in pki.ROLES if r != "device"],
-                   help="operator, collector or server (a broker; give --host)")
+    s.add_argument(
+        "--role",
+        required=True,
+        choices=[r for r in pki.ROLES if r != "device"],
+        help="operator, collector or server (a broker; give --host)",
+    )
     s.add_argument("--host", action="append", default=[], help="server: a DNS name or address (repeat)")
     s.add_argument("--out", required=True, metavar="DIR", help="where NAME.pem, NAME.key and ca.pem go")
     s.add_argument("--days", type=int, default=None, help="validity in days")
@@ -63,8 +76,10 @@ def run(args):
             print("fleet CA %r made in %s" % (ca.name, ca.dir))
             print("  certificate %s (SHA-256 %s)" % (ca.cert_path, pki.fingerprint(ca.cert)))
             print("  its key stays in %s (mode 600); keep a backup offline" % ca.key_path)
-            print("next: fleetwire broker-config --ca %s --host BROKER_NAME --out DIR, then fleetwire deploy "
-                  "--ca %s ..." % (ca.dir, ca.dir))
+            print(
+                "next: fleetwire broker-config --ca %s --host BROKER_NAME --out DIR, then fleetwire deploy "
+                "--ca %s ..." % (ca.dir, ca.dir)
+            )
             return 0
         ca = pki.FleetCA(d)
         if args.action == "issue":
@@ -76,24 +91,44 @@ def run(args):
             pki.write_private(base + ".key", pki.key_pem(issued.key))
             pki.write_public(base + ".pem", pki.pem(issued.cert))
             pki.write_public(os.path.join(args.out, "ca.pem"), pki.pem(ca.cert))
-            print("issued %s (%s, serial %s, valid until %s): %s.pem, its key %s.key (mode 600), %s"
-                  % (args.name, args.role, pki.serial_hex(issued.cert), pki.not_after(issued.cert).date(),
-                     base, base, os.path.join(args.out, "ca.pem")))
+            print(
+                "issued %s (%s, serial %s, valid until %s): %s.pem, its key %s.key (mode 600), %s"
+                % (
+                    args.name,
+                    args.role,
+                    pki.serial_hex(issued.cert),
+                    pki.not_after(issued.cert).date(),
+                    base,
+                    base,
+                    os.path.join(args.out, "ca.pem"),
+                )
+            )
             return 0
         if args.action == "revoke":
             hit = ca.revoke(args.name)
             for e in hit:
                 print("revoked %s (%s, serial %s)" % (e["name"], e["role"], e["serial"]))
             print("CRL written: %s" % ", ".join(ca.write_crl()))
-            print("reload the broker so it reads it (kill -HUP <mosquitto pid>, or systemctl reload mosquitto); "
-                  "a board already connected is refused at its next connection")
+            print(
+                "reload the broker so it reads it "
+                "(kill -HUP <mosquitto pid>, or systemctl reload mosquitto); "
+                "a board already connected is refused at its next connection"
+            )
             return 0
         if args.action == "list":
             rows = ca.index()
             print("%-24s %-10s %-40s %-11s %s" % ("name", "role", "serial", "valid until", "status"))
             for e in rows:
-                print("%-24s %-10s %-40s %-11s %s" % (e["name"], e["role"], e["serial"], e["not_after"][:10],
-                                                     "revoked " + e["revoked"][:10] if e.get("revoked") else "current"))
+                print(
+                    "%-24s %-10s %-40s %-11s %s"
+                    % (
+                        e["name"],
+                        e["role"],
+                        e["serial"],
+                        e["not_after"][:10],
+                        "revoked " + e["revoked"][:10] if e.get("revoked") else "current",
+                    )
+                )
             return 0
         if args.action == "crl":
             print("CRL written: %s" % ", ".join(ca.write_crl()))

@@ -1,5 +1,6 @@
 """The `fleetwire` command. Each subcommand is a module in this package with
 HELP (one line), add_arguments(parser) and run(args) -> exit code."""
+
 import argparse
 import importlib
 import sys
@@ -21,6 +22,8 @@ COMMANDS = {
     "statements": "statements",
     "ca": "ca",
     "broker-config": "broker_config",
+    "bundle": "bundle",
+    "rollout": "rollout",
 }
 
 
@@ -28,13 +31,18 @@ def parser():
     p = argparse.ArgumentParser(
         prog="fleetwire",
         description="fleetwire: an MQTT stack for MicroPython fleets. "
-                    "Run `fleetwire COMMAND --help` for the options of one command.")
+        "Run `fleetwire COMMAND --help` for the options of one command.",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     mods = {}
     for name, mod in COMMANDS.items():
         m = importlib.import_module("fleetwire.tools." + mod)
-        sp = sub.add_parser(name, help=m.HELP, description=(m.__doc__ or m.HELP).strip(),
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        sp = sub.add_parser(
+            name,
+            help=m.HELP,
+            description=(m.__doc__ or m.HELP).strip(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         m.add_arguments(sp)
         mods[name] = m
     return p, mods

@@ -10,6 +10,7 @@ Runs until Ctrl-C or SIGTERM, then closes its files.
   fleetwire collect --broker broker.local:8883 --tls-ca ca.pem --cert collector.pem --key collector.key \\
       --landing landing/          # a broker that enforces identity (fleetwire broker-config)
 """
+
 import os
 import signal
 import sys
@@ -21,15 +22,25 @@ HELP = "land fleet telemetry from the broker as hourly NDJSON files (for `fleetw
 def add_arguments(p):
     p.add_argument("--broker", default="127.0.0.1:1883", help="HOST:PORT (default %(default)s)")
     p.add_argument("--landing", required=True, help="the landing zone directory")
-    p.add_argument("--id", default="collector-1",
-                   help="client id, also the file name prefix: keep it across restarts (default %(default)s)")
-    p.add_argument("--share", metavar="GROUP", help="join shared subscription $share/GROUP/... (several collectors)")
+    p.add_argument(
+        "--id",
+        default="collector-1",
+        help="client id, also the file name prefix: keep it across restarts (default %(default)s)",
+    )
+    p.add_argument(
+        "--share", metavar="GROUP", help="join shared subscription $share/GROUP/... (several collectors)"
+    )
     p.add_argument("--topic", default="fleet/+/telemetry", help="topic filter (default %(default)s)")
     p.add_argument("--fsync", action="store_true", help="fsync each file before its rename (power-cut safe)")
-    p.add_argument("--user", help="MQTT user name; the password comes from $FLEETWIRE_MQTT_PASSWORD "
-                                  "(kept out of the process list)")
+    p.add_argument(
+        "--user",
+        help="MQTT user name; the password comes from $FLEETWIRE_MQTT_PASSWORD "
+        "(kept out of the process list)",
+    )
     p.add_argument("--tls-ca", metavar="FILE", help="TLS: the CA of the broker's certificate (PEM)")
-    p.add_argument("--cert", metavar="FILE", help="mutual TLS: the collector's certificate (fleetwire ca issue)")
+    p.add_argument(
+        "--cert", metavar="FILE", help="mutual TLS: the collector's certificate (fleetwire ca issue)"
+    )
     p.add_argument("--key", metavar="FILE", help="its private key")
 
 
@@ -39,6 +50,7 @@ def _stop(signum, frame):
 
 def run(args):
     from fleetwire.host.collector import Collector
+
     host, _, port = args.broker.rpartition(":")
     if not port.isdigit():
         print("fleetwire collect: --broker must be HOST:PORT, not %r" % args.broker, file=sys.stderr)
@@ -47,25 +59,44 @@ def run(args):
         for f in (args.tls_ca, args.cert, args.key):
             if f and not os.path.isfile(f):
                 raise ValueError("%s: no such file" % f)
-        c = Collector(host or "127.0.0.1", int(port), args.landing, args.id, args.share, args.topic,
-                      fsync=args.fsync, user=args.user, password=os.environ.get("FLEETWIRE_MQTT_PASSWORD"),
-                      tls_ca=args.tls_ca, tls_cert=args.cert, tls_key=args.key)
+        c = Collector(
+            host or "127.0.0.1",
+            int(port),
+            args.landing,
+            args.id,
+            args.share,
+            args.topic,
+            fsync=args.fsync,
+            user=args.user,
+            password=os.environ.get("FLEETWIRE_MQTT_PASSWORD"),
+            tls_ca=args.tls_ca,
+            tls_cert=args.cert,
+            tls_key=args.key,
+        )
         c.start()
     except (OSError, ValueError, RuntimeError) as e:
         print("fleetwire collect: %s" % e, file=sys.stderr)
         return 2
-    print("fleetwire collect: %s from %s into %s (Ctrl-C stops)" % (c.topic, args.broker, args.landing),
-          flush=True)
+    print(
+        "fleetwire collect: %s from %s into %s (Ctrl-C stops)" % (c.topic, args.broker, args.landing),
+        flush=True,
+    )
     signal.signal(signal.SIGTERM, _stop)
     try:
         while True:
             time.sleep(10)
-            print("  received %d, landed %d, quarantined %d%s" % (
-                c.received, c.landed, c.quarantined, "; " + c.error if c.error else ""), flush=True)
+            print(
+                "  received %d, landed %d, quarantined %d%s"
+                % (c.received, c.landed, c.quarantined, "; " + c.error if c.error else ""),
+                flush=True,
+            )
     except KeyboardInterrupt:
         pass
     finally:
         c.stop()
-        print("fleetwire collect: received %d, landed %d, quarantined %d, %d files closed"
-              % (c.received, c.landed, c.quarantined, c.files), flush=True)
+        print(
+            "fleetwire collect: received %d, landed %d, quarantined %d, %d files closed"
+            % (c.received, c.landed, c.quarantined, c.files),
+            flush=True,
+        )
     return 0

@@ -5,6 +5,7 @@ pattern is seen.
   fleetwire console --port /dev/ttyUSB0 --log board.log
   fleetwire console --port /dev/ttyUSB0 --until "main: connected" --timeout 60   # exit 0 when seen
 """
+
 import sys
 
 HELP = "a serial console that survives resets: timestamps, log file, stop on a pattern"
@@ -21,6 +22,7 @@ def add_arguments(p):
 
 def run(args):
     from fleetwire.host.console import ConsoleError, console
+
     try:
         hit = console(args.port, args.log, args.until, args.timeout, baud=args.baud, wait=args.wait)
     except ConsoleError as e:

@@ -1,15 +1,18 @@
 """The fleet demo, start to finish on this machine: a mosquitto on loopback that enforces
 fleet identity (mutual TLS, a certificate per device from a fleet CA made for the run,
 the ACL and CRL of `fleetwire broker-config`), the collector landing telemetry with its
-own certificate, a simulated fleet (fleetwire's own client and vitals agent on every
-device; a firmware rollout, crashes, Wi-Fi drops, leaking heaps, draining batteries,
-devices going silent) time-compressed to a few hours, then the Spark report. Prints the
-report's path and a fleet summary. Everything it starts is stopped at the end, Ctrl-C
-included.
+own certificate, a simulated fleet (fleetwire's own client, vitals agent and updater on
+every device; crashes, Wi-Fi drops, leaking heaps, draining batteries, devices going
+silent) time-compressed, two staged rollouts over MQTT (`fleetwire rollout`): release 1.5.0,
+which is bad (it crashes more), halted by the gate (the Spark report's release table) after
+its first stage and its devices ordered back; then 1.5.1, which is good, to 100 %. Then the
+Spark report, which shows all three releases. Prints the report's path and a fleet summary.
+Everything it starts is stopped at the end, Ctrl-C included.
 
-  fleetwire demo                                   # 200 devices, ~2 minutes, 4 simulated hours
+  fleetwire demo                                   # 200 devices, ~5 minutes
   fleetwire demo --devices 50 --duration 30 --out /tmp/fleet
 """
+
 import asyncio
 import csv
 import os
@@ -17,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HELP = "the fleet demo: broker, simulated fleet, collector and the Spark report, in one go"
@@ -24,11 +28,40 @@ HELP = "the fleet demo: broker, simulated fleet, collector and the Spark report,
 
 def add_arguments(p):
     p.add_argument("--devices", type=int, default=200, help="simulated devices (default %(default)s)")
-    p.add_argument("--duration", type=float, default=120, help="real seconds of simulation (default %(default)s)")
-    p.add_argument("--hours", type=float, default=4, help="simulated hours in that time (default %(default)s)")
-    p.add_argument("--period", type=int, default=60, help="reporting period, simulated s (default %(default)s)")
-    p.add_argument("--out", default="demo-out", help="where the landing zone and report go (default %(default)s)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=120,
+        help="time compression: --hours simulated hours in this many real s (default %(default)s)",
+    )
+    p.add_argument(
+        "--hours", type=float, default=4, help="simulated hours in --duration s (default %(default)s)"
+    )
+    p.add_argument(
+        "--period", type=int, default=60, help="reporting period, simulated s (default %(default)s)"
+    )
+    p.add_argument(
+        "--out", default="demo-out", help="where the landing zone and report go (default %(default)s)"
+    )
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--stages", default="5%,25%,100%", help="the rollouts' stages (default %(default)s)")
+    p.add_argument(
+        "--soak",
+        type=float,
+        default=1.0,
+        help="simulated hours a stage runs before the gate (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-crash-free-drop",
+        type=float,
+        default=10.0,
+        help="the gate: percentage points of crash-free hours (default %(default)s)",
+    )
+
+
+# The story's releases: the fleet runs BASE; BAD crashes more (fleetwire.host.sim.BAD); GOOD
+# crashes less than BASE.
+BASE, BAD, GOOD = "1.4.2", "1.5.0", "1.5.1"
 
 
 def say(msg):
@@ -37,6 +70,7 @@ def say(msg):
 
 def ensure_mosquitto():
     from fleetwire.host.mosquitto import MosquittoMissing, find_mosquitto
+
     try:
         return find_mosquitto()
     except MosquittoMissing:
@@ -59,13 +93,17 @@ def ensure_mosquitto():
 def run(args):
     from fleetwire.host.collector import Collector
     from fleetwire.host.mosquitto import Mosquitto
-    from fleetwire.host.sim import Simulator, progress_line, _raise_fd_limit
+    from fleetwire.host.sim import Simulator, _raise_fd_limit
+
     if args.devices < 1 or args.duration <= 0 or args.hours <= 0 or args.period < 1:
         print("fleetwire demo: --devices, --duration, --hours and --period must be positive", file=sys.stderr)
         return 2
     if not ensure_mosquitto():
-        print("fleetwire demo: mosquitto is needed and could not be installed here; install it with\n"
-              "    sudo apt-get install -y mosquitto\n(or bash tools/run.sh demo, which does)", file=sys.stderr)
+        print(
+            "fleetwire demo: mosquitto is needed and could not be installed here; install it with\n"
+            "    sudo apt-get install -y mosquitto\n(or bash tools/run.sh demo, which does)",
+            file=sys.stderr,
+        )
         return 2
     out = os.path.abspath(args.out)
     landing = os.path.join(out, "landing")
@@ -79,37 +117,76 @@ def run(args):
     pki_dir = tempfile.mkdtemp(prefix="fleetwire-demo-pki-")  # a throwaway fleet CA, keys and all
     try:
         from fleetwire.host.pki import FleetCA
+
         ca = FleetCA.create(os.path.join(pki_dir, "ca"), "fleetwire demo CA")
         broker = Mosquitto(max_queued=1000000, identity=ca).start()
         say("mosquitto on %s:%d" % broker.address)
-        say("the broker wants a certificate from every client (fleet CA %s): each device has its own, "
-            "and may publish only under fleet/<its id>/" % ca.name)
+        say(
+            "the broker wants a certificate from every client (fleet CA %s): each device has its own, "
+            "and may publish only under fleet/<its id>/" % ca.name
+        )
         cert, key = ca.credentials("collector", "collector", os.path.join(pki_dir, "collector"))
-        collector = Collector(broker.host, broker.port, landing, "demo-collector", tls_ca=ca.cert_path,
-                              tls_cert=cert, tls_key=key).start()
+        collector = Collector(
+            broker.host,
+            broker.port,
+            landing,
+            "demo-collector",
+            tls_ca=ca.cert_path,
+            tls_cert=cert,
+            tls_key=key,
+        ).start()
         say("collector (certificate CN collector) landing fleet/+/telemetry in %s" % landing)
-        say("simulating %d devices for %g s: %g simulated hours, a record every %d simulated s"
-            % (args.devices, args.duration, args.hours, args.period))
-        sim = Simulator(broker.host, broker.port, devices=args.devices, period_s=args.period, speed=speed,
-                        duration=args.duration, seed=args.seed, ca=ca,
-                        progress=lambda s: print(progress_line(s), end="", flush=True))
-        res = asyncio.run(sim.run())
+        say(
+            "simulating %d devices, %g simulated hours in %g s, a record every %d simulated s"
+            % (args.devices, args.hours, args.duration, args.period)
+        )
+        sim = Simulator(
+            broker.host,
+            broker.port,
+            devices=args.devices,
+            period_s=args.period,
+            speed=speed,
+            duration=3600 * 24,
+            seed=args.seed,
+            ca=ca,
+            rollout=None,
+            ota=True,
+            bad=[BAD],
+            profiles={GOOD: {"crash_per_hour": 0.01, "boot_crash": 0.0}},
+            progress=lambda s: None,
+        )
+        box = {}
+        thread = threading.Thread(target=lambda: box.update(res=asyncio.run(sim.run())), daemon=True)
+        thread.start()
+        sim.started.wait(120)
+        cert, key = ca.credentials("operator", "operator", os.path.join(pki_dir, "operator"))
+        outcomes = rollouts(args, sim, broker, ca, cert, key, collector, out, speed)
+        sim.stop_after(0.25 * 3600 / speed)  # a quarter of an hour more, then the run ends
+        thread.join()
+        res = box["res"]
         print(flush=True)
         time.sleep(1.0)  # the last acknowledged records reach the collector
         collector.stop()
-        say("fleet: %d records sent, %d acknowledged, %d boots (%d crashes), %d Wi-Fi drops, %d errors"
-            % (res["sent"], res["acked"], res["boots"], res["crashes"], res["wifi_drops"], res["errors"]))
-        say("collector: %d received, %d landed, %d quarantined, %d files"
-            % (collector.received, collector.landed, collector.quarantined, collector.files))
+        say(
+            "fleet: %d records sent, %d acknowledged, %d boots (%d crashes), %d Wi-Fi drops, %d errors"
+            % (res["sent"], res["acked"], res["boots"], res["crashes"], res["wifi_drops"], res["errors"])
+        )
+        say(
+            "collector: %d received, %d landed, %d quarantined, %d files"
+            % (collector.received, collector.landed, collector.quarantined, collector.files)
+        )
         collector = None
         broker.stop()
         broker = None
         say("running the Spark report (local[2]) ...")
         from fleetwire.tools import report
+
         rc = report.main(["--input", landing, "--out", report_dir])
         if rc:
             return rc
         summary(report_dir)
+        for line in outcomes:
+            say(line)
         say("report: %s" % os.path.join(report_dir, "report.html"))
         say("done in %.0f s" % (time.monotonic() - t0))
         return 0
@@ -123,6 +200,64 @@ def run(args):
         if broker is not None:
             broker.close()
         shutil.rmtree(pki_dir, ignore_errors=True)
+
+
+def rollouts(args, sim, broker, ca, cert, key, collector, out, speed):
+    """The story: a while on BASE, the bad release halted by the gate (its devices ordered
+    back), the good one to 100 % -> lines that say how each ended."""
+    from fleetwire.host import rollout as ro
+    from fleetwire.host.otaserve import UpdateService
+    from fleetwire.host.release import Release, pack
+
+    svc = UpdateService(
+        broker.host, broker.port, client_id="demo-rollout", tls_ca=ca.cert_path, tls_cert=cert, tls_key=key
+    ).start()
+    outcomes = []
+    try:
+        hour = 3600 / speed
+        say("the fleet runs %s for a simulated hour first" % BASE)
+        time.sleep(hour)
+        ids = ["sim-%04d" % i for i in range(args.devices)]
+        th = ro.Thresholds(max_crash_free_drop=args.max_crash_free_drop, max_failed_pct=50.0)
+        gate = ro.Gate(
+            os.path.join(out, "landing"), os.path.join(out, "gate-report"), th, seal=collector.close_all
+        )
+        for version, what in ((BAD, "bad: it crashes more"), (GOOD, "good")):
+            rel = Release.from_bytes(
+                pack({"app.py": ("VERSION = %r\n" % version).encode() * 200, ".fwversion": version.encode()})
+            )
+            say(
+                "rolling out %s (%s), stages %s, soaking %g simulated hours before each gate"
+                % (version, what, args.stages, args.soak)
+            )
+            r = ro.Rollout(
+                svc,
+                rel,
+                ro.plan(args.stages, ids, rel),
+                gate,
+                th,
+                soak_s=args.soak * hour,
+                stage_timeout_s=max(30.0, hour),
+                rollback_on_halt=True,
+                baseline=BASE,
+                out=sys.stdout,
+                poll_s=0.5,
+            ).run()
+            if r.status == "halted":
+                outcomes.append(
+                    "rollout of %s: HALTED after stage %d: %s; %d devices ordered back to %s"
+                    % (version, r.stage, r.reason, len(r.rolled_back), BASE)
+                )
+                time.sleep(0.5 * hour)  # they go back
+            else:
+                outcomes.append(
+                    "rollout of %s: done, on %d of %d devices (%d rolled back)"
+                    % (version, r.counts["confirmed"], args.devices, r.counts["rolled back"])
+                )
+        say("releases now: %s" % ", ".join("%s on %d" % kv for kv in sorted(sim.versions().items())))
+    finally:
+        svc.stop()
+    return outcomes
 
 
 def _rows(path):
@@ -145,19 +280,32 @@ def summary(report_dir):
     cohorts = _rows(os.path.join(csv_dir, "firmware_cohort.csv"))
     health = _rows(os.path.join(csv_dir, "device_health.csv"))
     print()
-    print("  %-10s %8s %14s %10s %14s %10s %10s" % ("firmware", "devices", "crash-free h %", "RSSI p50",
-                                                     "latency p50 ms", "coverage", "loss"))
+    print(
+        "  %-10s %8s %14s %10s %14s %10s %10s"
+        % ("firmware", "devices", "crash-free h %", "RSSI p50", "latency p50 ms", "coverage", "loss")
+    )
     for r in cohorts:
-        print("  %-10s %8s %14s %10s %14s %10s %10s" % (
-            r.get("fw_version"), r.get("devices"), _f(r.get("crash_free_hours_pct")), _f(r.get("rssi_p50"), "%.0f"),
-            _f(r.get("latency_p50"), "%.0f"), _f(r.get("mean_coverage"), "%.3f"), _f(r.get("mean_loss_rate"), "%.4f")))
+        print(
+            "  %-10s %8s %14s %10s %14s %10s %10s"
+            % (
+                r.get("fw_version"),
+                r.get("devices"),
+                _f(r.get("crash_free_hours_pct")),
+                _f(r.get("rssi_p50"), "%.0f"),
+                _f(r.get("latency_p50"), "%.0f"),
+                _f(r.get("mean_coverage"), "%.3f"),
+                _f(r.get("mean_loss_rate"), "%.4f"),
+            )
+        )
     if health:
         silent = sum(1 for r in health if str(r.get("silent")).lower() in ("true", "1"))
         crashed = sum(1 for r in health if _num(r.get("unexpected_resets")) > 0)
         leaking = sum(1 for r in health if _num(r.get("heap_leak_bytes_per_hour")) > 200)
         print()
-        print("  devices: %d, silent: %d, with unexpected resets: %d, leaking heap (>200 B/h): %d"
-              % (len(health), silent, crashed, leaking))
+        print(
+            "  devices: %d, silent: %d, with unexpected resets: %d, leaking heap (>200 B/h): %d"
+            % (len(health), silent, crashed, leaking)
+        )
     print()
 
 

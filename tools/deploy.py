@@ -18,6 +18,7 @@ is checked before the board is touched.
   fleetwire deploy --port /dev/ttyUSB0 --config device.json --mpy --cert dev.pem.crt --key dev.private.key \\
       --broker-ca AmazonRootCA1.pem
 """
+
 import sys
 
 HELP = "deploy fleetwire, boot.py/main.py and config.json to a board, copying only what changed"
@@ -25,26 +26,50 @@ HELP = "deploy fleetwire, boot.py/main.py and config.json to a board, copying on
 
 def add_arguments(p):
     p.add_argument("--port", required=True, help="the board's serial port (or a virtual board's pty)")
-    p.add_argument("--config", help="a JSON file: device_id, broker (required); port, wifi_ssid, wifi_password, "
-                                    "mqtt_user, mqtt_password, tls_ca, fw_version, period_s")
+    p.add_argument(
+        "--config",
+        help="a JSON file: device_id, broker (required); port, wifi_ssid, wifi_password, "
+        "mqtt_user, mqtt_password, tls_ca, fw_version, period_s",
+    )
     p.add_argument("--mpy", action="store_true", help="compile to .mpy (needed on small heaps)")
     p.add_argument("--arch", help="mpy-cross architecture for native code, e.g. xtensawin")
     p.add_argument("--no-reset", action="store_true", help="do not reset the board afterwards")
-    p.add_argument("--ca", metavar="DIR", help="fleet CA directory: give the board a key and certificate of its own")
-    p.add_argument("--rotate", action="store_true", help="with --ca: a new key and certificate even if the board's "
-                                                          "are still good (the old certificate is revoked)")
-    p.add_argument("--cert", metavar="FILE", help="install this client certificate (PEM or DER), issued elsewhere")
+    p.add_argument(
+        "--ca", metavar="DIR", help="fleet CA directory: give the board a key and certificate of its own"
+    )
+    p.add_argument(
+        "--rotate",
+        action="store_true",
+        help="with --ca: a new key and certificate even if the board's "
+        "are still good (the old certificate is revoked)",
+    )
+    p.add_argument(
+        "--cert", metavar="FILE", help="install this client certificate (PEM or DER), issued elsewhere"
+    )
     p.add_argument("--key", metavar="FILE", help="its private key (PEM or DER, unencrypted)")
-    p.add_argument("--broker-ca", metavar="FILE", help="CA of the broker's certificate (default: the fleet CA)")
+    p.add_argument(
+        "--broker-ca", metavar="FILE", help="CA of the broker's certificate (default: the fleet CA)"
+    )
 
 
 def run(args):
     from fleetwire.host.deploy import DeployError, deploy, load_config
+
     try:
         cfg = load_config(args.config) if args.config else None
-        deploy(args.port, cfg, mpy=args.mpy or bool(args.arch), arch=args.arch, reset=not args.no_reset,
-               log=lambda m: print(m, flush=True), ca=args.ca, cert=args.cert, key=args.key,
-               broker_ca=args.broker_ca, rotate=args.rotate)
+        deploy(
+            args.port,
+            cfg,
+            mpy=args.mpy or bool(args.arch),
+            arch=args.arch,
+            reset=not args.no_reset,
+            log=lambda m: print(m, flush=True),
+            ca=args.ca,
+            cert=args.cert,
+            key=args.key,
+            broker_ca=args.broker_ca,
+            rotate=args.rotate,
+        )
     except DeployError as e:
         print("fleetwire deploy: %s" % e, file=sys.stderr)
         return 2

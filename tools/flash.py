@@ -9,6 +9,7 @@ parallel with a progress bar each and a summary table at the end.
   fleetwire flash --port /dev/ttyUSB0 --firmware fw.bin --partitions firmware/partitions-mqtt.csv
   fleetwire flash --port '/dev/ttyUSB*' --firmware fw.bin --chip esp32s3
 """
+
 import sys
 
 HELP = "flash MicroPython firmware to one or many ESP32 boards (esptool), with clear errors"
@@ -16,19 +17,26 @@ HELP = "flash MicroPython firmware to one or many ESP32 boards (esptool), with c
 
 def add_arguments(p):
     from fleetwire.host.flash import CHIPS
+
     p.add_argument("--port", action="append", required=True, help="serial port or glob (repeatable)")
     p.add_argument("--firmware", required=True, help="the MicroPython .bin")
     p.add_argument("--chip", default="auto", choices=CHIPS, help="expected chip (default: auto-detect)")
     p.add_argument("--baud", type=int, default=460800)
-    p.add_argument("--connect-attempts", type=int, default=2, help="esptool's connection attempts (default 2)")
+    p.add_argument(
+        "--connect-attempts", type=int, default=2, help="esptool's connection attempts (default 2)"
+    )
     p.add_argument("--partitions", help="a partition table (ESP-IDF's .csv, or .bin) to write at 0x8000")
-    p.add_argument("--no-stub", action="store_true",
-                   help="use the chip's ROM bootloader only, no flasher stub (virtual boards need this)")
+    p.add_argument(
+        "--no-stub",
+        action="store_true",
+        help="use the chip's ROM bootloader only, no flasher stub (virtual boards need this)",
+    )
 
 
 def run(args):
     from fleetwire.host import partitions as pt
     from fleetwire.host.flash import FlashError, check_firmware, check_partitions, expand_ports, flash_many
+
     chip = None if args.chip == "auto" else args.chip
     parts = None
     try:
@@ -44,8 +52,15 @@ def run(args):
         where = "%s: " % args.partitions if isinstance(e, pt.PartitionTableError) else ""
         print("fleetwire flash: %s%s" % (where, e), file=sys.stderr)
         return 2
-    results = flash_many(ports, args.firmware, args.chip, args.baud, connect_attempts=args.connect_attempts,
-                         no_stub=args.no_stub, partitions=parts)
+    results = flash_many(
+        ports,
+        args.firmware,
+        args.chip,
+        args.baud,
+        connect_attempts=args.connect_attempts,
+        no_stub=args.no_stub,
+        partitions=parts,
+    )
     failed = [r for _, r in results if not isinstance(r, dict)]
     for r in failed:
         print("fleetwire flash: %s" % r, file=sys.stderr)

@@ -4,13 +4,16 @@ every packet go by. Faults come from a script (or none: a logging proxy):
   fleetwire proxy --listen 127.0.0.1:1884 --upstream 127.0.0.1:1883 --script chaos.txt
 
 """
+
 import signal
 import sys
 import threading
 
 from fleetwire.host.proxy import SCRIPT_HELP
 
-__doc__ += SCRIPT_HELP + """
+__doc__ += (
+    SCRIPT_HELP
+    + """
 Example script (cut once the 3rd PUBREC reaches the client, then black out
 for 10 s; again and again):
   wait 5
@@ -21,6 +24,7 @@ for 10 s; again and again):
   blackhole off
   repeat
 """
+)
 
 HELP = "a fault-injecting MQTT proxy (cut, delay, throttle, blackhole, refuse, corrupt)"
 
@@ -41,12 +45,16 @@ def add_arguments(p):
     p.add_argument("--upstream", default="127.0.0.1:1883", help="the broker, HOST:PORT (default %(default)s)")
     p.add_argument("--script", help="a file of fault steps (see above); without it, only log")
     p.add_argument("--quiet", action="store_true", help="do not print each packet")
-    p.add_argument("--allow-remote", action="store_true",
-                   help="allow addresses other than loopback (off: the proxy is a test tool)")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow addresses other than loopback (off: the proxy is a test tool)",
+    )
 
 
 def run(args):
     from fleetwire.host import proxy
+
     try:
         listen = _hostport(args.listen)
         upstream = _hostport(args.upstream)
@@ -54,15 +62,27 @@ def run(args):
         if args.script:
             with open(args.script) as f:
                 steps = proxy.parse_script(f.read())
-        p = proxy.Proxy(upstream, listen, allow_remote=args.allow_remote,
-                        echo=None if args.quiet else (lambda e: print(e, flush=True)))
+        p = proxy.Proxy(
+            upstream,
+            listen,
+            allow_remote=args.allow_remote,
+            echo=None if args.quiet else (lambda e: print(e, flush=True)),
+        )
         p.start()
     except (OSError, ValueError) as e:
         print("fleetwire proxy: %s" % e, file=sys.stderr)
         return 2
-    print("fleetwire proxy: %s:%d -> %s:%d%s (Ctrl-C stops)" % (
-        p.address[0], p.port, upstream[0], upstream[1],
-        ", script %s (%d steps)" % (args.script, len(steps)) if steps else ""), flush=True)
+    print(
+        "fleetwire proxy: %s:%d -> %s:%d%s (Ctrl-C stops)"
+        % (
+            p.address[0],
+            p.port,
+            upstream[0],
+            upstream[1],
+            ", script %s (%d steps)" % (args.script, len(steps)) if steps else "",
+        ),
+        flush=True,
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, _interrupt)
     try:

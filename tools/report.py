@@ -10,6 +10,7 @@ take any Hadoop filesystem URI (file:, hdfs:, s3a:, ...); everything is written 
 
 Exit codes: 0 done, 2 bad input or arguments (the message says what), 1 the job failed.
 """
+
 import sys
 
 HELP = "build the fleet analytics tables and report.html from a telemetry landing zone (Spark)"
@@ -18,22 +19,44 @@ HELP = "build the fleet analytics tables and report.html from a telemetry landin
 def add_arguments(p):
     p.add_argument("--input", required=True, help="landing zone: LANDING/date=YYYY-MM-DD/hour=HH/*.ndjson")
     p.add_argument("--out", required=True, help="output directory (tables, report.html, plots/, csv/)")
-    p.add_argument("--master", default=None,
-                   help="Spark master (default local[2]; under spark-submit, the one it was given)")
-    p.add_argument("--since", default=None,
-                   help="only records with ts from this time on (ISO 8601 UTC, e.g. 2026-01-05 or 2026-01-05T12:00Z)")
-    p.add_argument("--incremental", action="store_true",
-                   help="read only files not seen before and recompute only the hours they touch (state in --checkpoint, OUT/_state)")
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[2]; under spark-submit, the one it was given)",
+    )
+    p.add_argument(
+        "--since",
+        default=None,
+        help="only records with ts from this time on (ISO 8601 UTC, e.g. 2026-01-05 or 2026-01-05T12:00Z)",
+    )
+    p.add_argument(
+        "--incremental",
+        action="store_true",
+        help="read only files not seen before and recompute only the hours they touch "
+        "(state in --checkpoint and OUT/_state)",
+    )
     p.add_argument("--checkpoint", default=None, help="checkpoint directory (default OUT/_checkpoint)")
     p.add_argument("--format", choices=("ndjson", "parquet"), default="ndjson", help="input file format")
-    p.add_argument("--silent-after", type=float, default=30,
-                   help="minutes without a record before the newest one that make a device silent (default 30)")
+    p.add_argument(
+        "--silent-after",
+        type=float,
+        default=30,
+        help="minutes without a record before the newest one that make a device silent (default 30)",
+    )
     p.add_argument("--no-report", action="store_true", help="write the tables only")
-    p.add_argument("--packages", default=None,
-                   help="Maven coordinates of JARs to add (comma-separated), e.g. "
-                        "org.apache.hadoop:hadoop-aws:3.5.0 for s3a:// URIs (as spark-submit --packages)")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="a Spark setting, e.g. spark.executor.memory=8g (repeatable; as spark-submit --conf)")
+    p.add_argument(
+        "--packages",
+        default=None,
+        help="Maven coordinates of JARs to add (comma-separated), e.g. "
+        "org.apache.hadoop:hadoop-aws:3.5.0 for s3a:// URIs (as spark-submit --packages)",
+    )
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. spark.executor.memory=8g (repeatable; as spark-submit --conf)",
+    )
     p.add_argument("--debug", action="store_true", help="on failure, print the full (Java) stack trace")
 
 
@@ -41,7 +64,10 @@ def run(args):
     try:
         from fleetwire.host.analytics import generator, job, landing, session, storage
     except ImportError as e:
-        print("fleetwire report: needs the spark extra (pip install 'fleetwire[spark]'): %s" % e, file=sys.stderr)
+        print(
+            "fleetwire report: needs the spark extra (pip install 'fleetwire[spark]'): %s" % e,
+            file=sys.stderr,
+        )
         return 2
     try:
         since = generator.parse_time(args.since) if args.since else None
@@ -54,10 +80,17 @@ def run(args):
     extra = dict(kv.split("=", 1) for kv in args.conf)
     if args.packages:
         extra["spark.jars.packages"] = args.packages
-    cfg = job.Config(input=args.input, out=args.out, fmt=args.format, since_ms=since,
-                     incremental=args.incremental, checkpoint=args.checkpoint,
-                     silent_after_s=int(args.silent_after * 60), report=not args.no_report,
-                     log=lambda m: print(m, flush=True))
+    cfg = job.Config(
+        input=args.input,
+        out=args.out,
+        fmt=args.format,
+        since_ms=since,
+        incremental=args.incremental,
+        checkpoint=args.checkpoint,
+        silent_after_s=int(args.silent_after * 60),
+        report=not args.no_report,
+        log=lambda m: print(m, flush=True),
+    )
     if storage.is_local(args.input):
         try:  # a missing or empty landing zone is reported before a JVM is started
             landing.scan(args.input, args.format)
@@ -97,8 +130,10 @@ def _first_line(e):
 
 def main(argv=None):
     import argparse
-    p = argparse.ArgumentParser(prog="fleetwire report", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    p = argparse.ArgumentParser(
+        prog="fleetwire report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(p)
     return run(p.parse_args(argv))
 

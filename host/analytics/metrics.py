@@ -13,7 +13,8 @@ Definitions (the README's "Fleet analytics" section repeats them):
     rssi_min/avg/max, latency_p50/p95 (nearest rank: the ceil(p*n)-th smallest value)
     heap_delta      heap_free of the last record - heap_free of the first (by seq)
     reconnects      the lifetime counter at the window's last record minus at the device's
-                    previous window's (by min_seq) last record (the window's first record for its first window)
+                    previous window's (by min_seq) last record (the window's first record for its
+                    first window)
     unexpected_resets  records whose reset_cause is set and not power_on/deliberate
   device_health   per device over the whole input:
     fw_version      of its highest seq; first_seen, last_seen: min/max ts
@@ -47,12 +48,13 @@ its new files touch:
   hour_records    (device_id, hour_ms, record fw_version, boot_id): records, crashes, heap moments
   histogram       (hour_ms, fw_version, metric, value): record counts, for the release percentiles
 """
+
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from fleetwire.host.analytics import schema as S
 
-BIG = 2 ** 63 - 1
+BIG = 2**63 - 1
 HOUR_MS = 3600_000
 KEY = ["device_id", "seq"]
 # The record's string fields besides device_id: grouping keys of the deduplication (a hash aggregate
@@ -73,8 +75,9 @@ def dedup(classified, partitions=None):
     if partitions:
         classified = classified.repartition(int(partitions), "device_id")
     key = F.coalesce(F.col("rx_ts"), F.lit(BIG))
-    return (classified.groupBy(*KEY, "_problem", *STRINGS)
-            .agg(F.count(F.lit(1)).alias("copies"), *[F.min_by(c, key).alias(c) for c in FIXED]))
+    return classified.groupBy(*KEY, "_problem", *STRINGS).agg(
+        F.count(F.lit(1)).alias("copies"), *[F.min_by(c, key).alias(c) for c in FIXED]
+    )
 
 
 def dedup_exact(classified, partitions=None):
@@ -84,10 +87,16 @@ def dedup_exact(classified, partitions=None):
         classified = classified.repartition(int(partitions), "device_id")
     rest = STRINGS + FIXED
     key = F.coalesce(F.col("rx_ts"), F.lit(BIG))
-    g = (classified.groupBy(*KEY, "_problem")
-         .agg(F.count(F.lit(1)).alias("copies"), F.min_by(F.struct(*rest), key).alias("_r")))
-    return g.select(*KEY, "_problem", *[F.col("_r." + c).alias(c) for c in STRINGS], "copies",
-                    *[F.col("_r." + c).alias(c) for c in FIXED])
+    g = classified.groupBy(*KEY, "_problem").agg(
+        F.count(F.lit(1)).alias("copies"), F.min_by(F.struct(*rest), key).alias("_r")
+    )
+    return g.select(
+        *KEY,
+        "_problem",
+        *[F.col("_r." + c).alias(c) for c in STRINGS],
+        "copies",
+        *[F.col("_r." + c).alias(c) for c in FIXED],
+    )
 
 
 def stats(deduped, per_hour=False):
@@ -96,33 +105,51 @@ def stats(deduped, per_hour=False):
     with disagreeing deliveries (`conflicts`) and the ts range (`ts_min`, `ts_max`)."""
     by = ["_problem"] + (["hour_ms"] if per_hour else [])
     per_key = deduped.groupBy(*KEY, "_problem").agg(
-        F.sum("copies").alias("n"), F.count(F.lit(1)).alias("variants"),
-        F.min("ts").alias("ts_min"), F.max("ts").alias("ts_max"))
-    if per_hour:     # copies of a record share its ts, so a key's hour is its first copy's
+        F.sum("copies").alias("n"),
+        F.count(F.lit(1)).alias("variants"),
+        F.min("ts").alias("ts_min"),
+        F.max("ts").alias("ts_max"),
+    )
+    if per_hour:  # copies of a record share its ts, so a key's hour is its first copy's
         per_key = per_key.withColumn("hour_ms", F.col("ts_min") - F.pmod(F.col("ts_min"), F.lit(HOUR_MS)))
-    return per_key.groupBy(*by).agg(
-        F.sum("n").alias("n"), F.count(F.lit(1)).alias("kept"),
-        F.sum(F.when(F.col("variants") > 1, 1).otherwise(0)).alias("conflicts"),
-        F.min("ts_min").alias("ts_min"), F.max("ts_max").alias("ts_max")).collect()
+    return (
+        per_key.groupBy(*by)
+        .agg(
+            F.sum("n").alias("n"),
+            F.count(F.lit(1)).alias("kept"),
+            F.sum(F.when(F.col("variants") > 1, 1).otherwise(0)).alias("conflicts"),
+            F.min("ts_min").alias("ts_min"),
+            F.max("ts_max").alias("ts_max"),
+        )
+        .collect()
+    )
 
 
 def with_time_columns(df, ts="ts"):
     """hour_ms, and the partition columns date and hour (UTC) of a millisecond timestamp."""
     t = F.col(ts)
-    return (df.withColumn("hour_ms", t - F.pmod(t, F.lit(HOUR_MS)))
-            .withColumn("date", F.to_date(F.timestamp_millis(t)))
-            .withColumn("hour", F.pmod(F.floor(t / HOUR_MS), F.lit(24)).cast("int")))
+    return (
+        df.withColumn("hour_ms", t - F.pmod(t, F.lit(HOUR_MS)))
+        .withColumn("date", F.to_date(F.timestamp_millis(t)))
+        .withColumn("hour", F.pmod(F.floor(t / HOUR_MS), F.lit(24)).cast("int"))
+    )
 
 
 def clean_records(deduped):
     """The valid, deduplicated records with the derived columns the tables group by."""
     ts = F.col("ts")
-    c = (deduped.filter(F.col("_problem").isNull()).drop("_problem")
-         .select(*S.FIELD_NAMES, "copies")
-         .withColumn("window_ms", ts - F.pmod(ts, F.lit(S.WINDOW_S * 1000))))
+    c = (
+        deduped.filter(F.col("_problem").isNull())
+        .drop("_problem")
+        .select(*S.FIELD_NAMES, "copies")
+        .withColumn("window_ms", ts - F.pmod(ts, F.lit(S.WINDOW_S * 1000)))
+    )
     return with_time_columns(c).withColumn(
-        "unexpected", F.when(F.col("reset_cause").isNotNull()
-                             & ~F.col("reset_cause").isin(*S.EXPECTED_RESETS), 1).otherwise(0))
+        "unexpected",
+        F.when(
+            F.col("reset_cause").isNotNull() & ~F.col("reset_cause").isin(*S.EXPECTED_RESETS), 1
+        ).otherwise(0),
+    )
 
 
 CLEAN_COLUMNS = S.FIELD_NAMES + ["copies", "date", "hour"]
@@ -148,37 +175,45 @@ def windows(clean):
     # much per aggregate function, so it gets only those two.
     objs = clean.groupBy("device_id", "window_ms").agg(
         F.max_by("fw_version", "seq").alias("fw_version"),
-        F.sort_array(F.collect_list("publish_latency_ms")).alias("_lat"))
-    w = clean.groupBy("device_id", "window_ms").agg(
-        F.sum("copies").alias("records"),
-        F.count(F.lit(1)).alias("distinct_seq"),
-        F.min("seq").alias("min_seq"),
-        F.max("seq").alias("max_seq"),
-        F.max_by("period_s", "seq").alias("period_s"),
-        F.min("rssi").alias("rssi_min"),
-        F.avg("rssi").alias("rssi_avg"),
-        F.max("rssi").alias("rssi_max"),
-        F.min_by("heap_free", "seq").alias("_heap_first"),
-        F.max_by("heap_free", "seq").alias("_heap_last"),
-        F.min_by("reconnects", "seq").alias("_rec_first"),
-        F.max_by("reconnects", "seq").alias("_rec_last"),
-        F.sum("unexpected").alias("unexpected_resets"),
-        F.min("ts").alias("_ts_min"),
-        F.max("ts").alias("_ts_max"),
-        F.min("vbat_mv").alias("_vbat_min"),
-        F.count("vbat_mv").alias("_vn"),
-        F.sum(t).alias("_vt"),
-        F.sum(v).alias("_vv"),
-        F.sum(t * v).alias("_vtv"),
-        F.sum(t * t).alias("_vtt"),
-    ).join(objs.hint("shuffle_hash"), ["device_id", "window_ms"])
-    w = (w.withColumn("latency_p50", _nearest_rank("_lat", 0.5))
-         .withColumn("latency_p95", _nearest_rank("_lat", 0.95)).drop("_lat")
-         .withColumn("dup_records", F.col("records") - F.col("distinct_seq"))
-         .withColumn("coverage", F.col("distinct_seq") / (F.lit(float(S.WINDOW_S)) / F.col("period_s")))
-         .withColumn("loss_rate", 1 - F.col("distinct_seq") / (F.col("max_seq") - F.col("min_seq") + 1))
-         .withColumn("heap_delta", F.col("_heap_last") - F.col("_heap_first"))
-         .withColumn("window_start", F.timestamp_millis(F.col("window_ms"))))
+        F.sort_array(F.collect_list("publish_latency_ms")).alias("_lat"),
+    )
+    w = (
+        clean.groupBy("device_id", "window_ms")
+        .agg(
+            F.sum("copies").alias("records"),
+            F.count(F.lit(1)).alias("distinct_seq"),
+            F.min("seq").alias("min_seq"),
+            F.max("seq").alias("max_seq"),
+            F.max_by("period_s", "seq").alias("period_s"),
+            F.min("rssi").alias("rssi_min"),
+            F.avg("rssi").alias("rssi_avg"),
+            F.max("rssi").alias("rssi_max"),
+            F.min_by("heap_free", "seq").alias("_heap_first"),
+            F.max_by("heap_free", "seq").alias("_heap_last"),
+            F.min_by("reconnects", "seq").alias("_rec_first"),
+            F.max_by("reconnects", "seq").alias("_rec_last"),
+            F.sum("unexpected").alias("unexpected_resets"),
+            F.min("ts").alias("_ts_min"),
+            F.max("ts").alias("_ts_max"),
+            F.min("vbat_mv").alias("_vbat_min"),
+            F.count("vbat_mv").alias("_vn"),
+            F.sum(t).alias("_vt"),
+            F.sum(v).alias("_vv"),
+            F.sum(t * v).alias("_vtv"),
+            F.sum(t * t).alias("_vtt"),
+        )
+        .join(objs.hint("shuffle_hash"), ["device_id", "window_ms"])
+    )
+    w = (
+        w.withColumn("latency_p50", _nearest_rank("_lat", 0.5))
+        .withColumn("latency_p95", _nearest_rank("_lat", 0.95))
+        .drop("_lat")
+        .withColumn("dup_records", F.col("records") - F.col("distinct_seq"))
+        .withColumn("coverage", F.col("distinct_seq") / (F.lit(float(S.WINDOW_S)) / F.col("period_s")))
+        .withColumn("loss_rate", 1 - F.col("distinct_seq") / (F.col("max_seq") - F.col("min_seq") + 1))
+        .withColumn("heap_delta", F.col("_heap_last") - F.col("_heap_first"))
+        .withColumn("window_start", F.timestamp_millis(F.col("window_ms")))
+    )
     return with_time_columns(w, "window_ms")
 
 
@@ -189,22 +224,53 @@ def link(win, before=None):
     so that the first window of `win` on a device chains to what came before it."""
     order = Window.partitionBy("device_id").orderBy("min_seq")
     if before is None:
-        return win.withColumn("reconnects", F.col("_rec_last")
-                              - F.coalesce(F.lag("_rec_last").over(order), F.col("_rec_first")))
+        return win.withColumn(
+            "reconnects", F.col("_rec_last") - F.coalesce(F.lag("_rec_last").over(order), F.col("_rec_first"))
+        )
     ours = win.select("device_id", "window_ms", "min_seq", "_rec_last", F.lit(True).alias("_ours"))
-    theirs = before.select("device_id", F.lit(None).cast("long").alias("window_ms"), "min_seq", "_rec_last",
-                           F.lit(False).alias("_ours"))
-    prev = (ours.unionByName(theirs).withColumn("_prev", F.lag("_rec_last").over(order))
-            .filter("_ours").select("device_id", "window_ms", "_prev"))
-    return (win.join(prev, ["device_id", "window_ms"])
-            .withColumn("reconnects", F.col("_rec_last") - F.coalesce(F.col("_prev"), F.col("_rec_first")))
-            .drop("_prev"))
+    theirs = before.select(
+        "device_id",
+        F.lit(None).cast("long").alias("window_ms"),
+        "min_seq",
+        "_rec_last",
+        F.lit(False).alias("_ours"),
+    )
+    prev = (
+        ours.unionByName(theirs)
+        .withColumn("_prev", F.lag("_rec_last").over(order))
+        .filter("_ours")
+        .select("device_id", "window_ms", "_prev")
+    )
+    return (
+        win.join(prev, ["device_id", "window_ms"])
+        .withColumn("reconnects", F.col("_rec_last") - F.coalesce(F.col("_prev"), F.col("_rec_first")))
+        .drop("_prev")
+    )
 
 
-WINDOW_COLUMNS = ["device_id", "window_start", "fw_version", "records", "distinct_seq", "dup_records",
-                  "coverage", "loss_rate", "rssi_min", "rssi_avg", "rssi_max", "latency_p50",
-                  "latency_p95", "heap_delta", "reconnects", "unexpected_resets", "period_s",
-                  "min_seq", "max_seq", "date", "hour"]
+WINDOW_COLUMNS = [
+    "device_id",
+    "window_start",
+    "fw_version",
+    "records",
+    "distinct_seq",
+    "dup_records",
+    "coverage",
+    "loss_rate",
+    "rssi_min",
+    "rssi_avg",
+    "rssi_max",
+    "latency_p50",
+    "latency_p95",
+    "heap_delta",
+    "reconnects",
+    "unexpected_resets",
+    "period_s",
+    "min_seq",
+    "max_seq",
+    "date",
+    "hour",
+]
 
 
 def hour_windows(win):
@@ -248,10 +314,15 @@ def hour_records(clean):
     u = F.when(ok, F.col("uptime_s") / 3600.0)
     h = F.when(ok, F.col("heap_free").cast("double"))
     return clean.groupBy("device_id", "hour_ms", "fw_version", "boot_id").agg(
-        F.count(F.lit(1)).alias("records"), F.sum("unexpected").alias("unexpected_resets"),
+        F.count(F.lit(1)).alias("records"),
+        F.sum("unexpected").alias("unexpected_resets"),
         F.max("unexpected").alias("crashed"),
-        F.count(u).alias("hn"), F.avg(u).alias("hu"), F.avg(h).alias("hh"),
-        (F.covar_pop(u, h) * F.count(u)).alias("huh"), (F.var_pop(u) * F.count(u)).alias("huu"))
+        F.count(u).alias("hn"),
+        F.avg(u).alias("hu"),
+        F.avg(h).alias("hh"),
+        (F.covar_pop(u, h) * F.count(u)).alias("huh"),
+        (F.var_pop(u) * F.count(u)).alias("huu"),
+    )
 
 
 def histogram(clean, by_hour=True):
@@ -260,11 +331,17 @@ def histogram(clean, by_hour=True):
     keys = (["hour_ms"] if by_hour else []) + ["fw_version"]
     pairs = ", ".join("'%s', cast(%s as double)" % kv for kv in HIST_METRICS.items())
     v = clean.select(*keys, F.expr("stack(%d, %s) as (metric, value)" % (len(HIST_METRICS), pairs)))
-    return v.filter(F.col("value").isNotNull()).groupBy(*keys, "metric", "value").agg(F.count(F.lit(1)).alias("n"))
+    return (
+        v.filter(F.col("value").isNotNull())
+        .groupBy(*keys, "metric", "value")
+        .agg(F.count(F.lit(1)).alias("n"))
+    )
 
 
-PERCENTILES = {"rssi": {"rssi_p05": 0.05, "rssi_p50": 0.5},
-               "latency": {"latency_p50": 0.5, "latency_p95": 0.95}}
+PERCENTILES = {
+    "rssi": {"rssi_p05": 0.05, "rssi_p50": 0.5},
+    "latency": {"latency_p50": 0.5, "latency_p95": 0.95},
+}
 
 
 def release_percentiles(hist):
@@ -272,17 +349,24 @@ def release_percentiles(hist):
     metric, n the release's values, from the histogram's running count. One shuffle (by
     fw_version): the sums, the running count and the pivot all group within it."""
     from fractions import Fraction
-    h = (hist.repartition("fw_version").groupBy("fw_version", "metric", "value").agg(F.sum("n").alias("_n")))
-    run = (Window.partitionBy("fw_version", "metric").orderBy("value")
-           .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    h = (h.withColumn("_cum", F.sum("_n").over(run))
-         .withColumn("_tot", F.sum("_n").over(Window.partitionBy("fw_version", "metric"))))
+
+    h = hist.repartition("fw_version").groupBy("fw_version", "metric", "value").agg(F.sum("n").alias("_n"))
+    run = (
+        Window.partitionBy("fw_version", "metric")
+        .orderBy("value")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    h = h.withColumn("_cum", F.sum("_n").over(run)).withColumn(
+        "_tot", F.sum("_n").over(Window.partitionBy("fw_version", "metric"))
+    )
     aggs = []
     for metric, ps in PERCENTILES.items():
         for name, p in ps.items():
             f = Fraction(str(p))
             k = F.expr("(%d * _tot + %d) div %d" % (f.numerator, f.denominator - 1, f.denominator))
-            aggs.append(F.min(F.when((F.col("metric") == metric) & (F.col("_cum") >= k), F.col("value"))).alias(name))
+            aggs.append(
+                F.min(F.when((F.col("metric") == metric) & (F.col("_cum") >= k), F.col("value"))).alias(name)
+            )
     return h.groupBy("fw_version").agg(*aggs)
 
 
@@ -315,105 +399,187 @@ def device_health(hw, hr, silent_after_s, newest_ts, first_hour_ms):
     # per boot, the hours' co-moments combined about the boot's means (Chan et al.'s pairwise formula)
     per_boot = Window.partitionBy("device_id", "boot_id")
     n = F.sum("hn").over(per_boot)
-    b = (hr.withColumn("_mu", F.sum(F.col("hn") * F.coalesce("hu", F.lit(0.0))).over(per_boot) / n)
-         .withColumn("_mh", F.sum(F.col("hn") * F.coalesce("hh", F.lit(0.0))).over(per_boot) / n))
+    b = hr.withColumn("_mu", F.sum(F.col("hn") * F.coalesce("hu", F.lit(0.0))).over(per_boot) / n).withColumn(
+        "_mh", F.sum(F.col("hn") * F.coalesce("hh", F.lit(0.0))).over(per_boot) / n
+    )
     du, dh = F.col("hu") - F.col("_mu"), F.col("hh") - F.col("_mh")
     has = F.col("hn") > 0
-    boot = (b.groupBy("device_id", "boot_id").agg(
-        F.sum(F.when(has, F.col("huh") + F.col("hn") * du * dh).otherwise(0.0)).alias("sxy"),
-        F.sum(F.when(has, F.col("huu") + F.col("hn") * du * du).otherwise(0.0)).alias("sxx"))
-        .groupBy("device_id").agg(F.count(F.lit(1)).alias("_boots"), F.sum("sxy").alias("_sxy"),
-                                  F.sum("sxx").alias("_sxx")))
-    hrs = (hr.groupBy("device_id", "hour_ms").agg(F.max("crashed").alias("crashed"))
-           .groupBy("device_id").agg(F.count(F.lit(1)).alias("active_hours"),
-                                     F.sum(1 - F.col("crashed")).alias("crash_free_hours")))
+    boot = (
+        b.groupBy("device_id", "boot_id")
+        .agg(
+            F.sum(F.when(has, F.col("huh") + F.col("hn") * du * dh).otherwise(0.0)).alias("sxy"),
+            F.sum(F.when(has, F.col("huu") + F.col("hn") * du * du).otherwise(0.0)).alias("sxx"),
+        )
+        .groupBy("device_id")
+        .agg(F.count(F.lit(1)).alias("_boots"), F.sum("sxy").alias("_sxy"), F.sum("sxx").alias("_sxx"))
+    )
+    hrs = (
+        hr.groupBy("device_id", "hour_ms")
+        .agg(F.max("crashed").alias("crashed"))
+        .groupBy("device_id")
+        .agg(F.count(F.lit(1)).alias("active_hours"), F.sum(1 - F.col("crashed")).alias("crash_free_hours"))
+    )
     d = d.join(boot, "device_id").join(hrs, "device_id")
     expected = F.round((F.col("last_ts") - F.col("first_ts")) / (F.col("period_s") * 1000.0)) + 1
     return d.select(
-        "device_id", "fw_version",
+        "device_id",
+        "fw_version",
         F.timestamp_millis("first_ts").alias("first_seen"),
         F.timestamp_millis("last_ts").alias("last_seen"),
         ((F.lit(int(newest_ts)) - F.col("last_ts")) >= silent_after_s * 1000).alias("silent"),
-        "records", "distinct_seq", "min_seq", "max_seq", "period_s",
+        "records",
+        "distinct_seq",
+        "min_seq",
+        "max_seq",
+        "period_s",
         (F.col("distinct_seq") / expected).alias("coverage"),
         (1 - F.col("distinct_seq") / (F.col("max_seq") - F.col("min_seq") + 1)).alias("loss_rate"),
         (F.col("_boots") - 1).alias("reboots"),
-        "unexpected_resets", "active_hours", "crash_free_hours",
+        "unexpected_resets",
+        "active_hours",
+        "crash_free_hours",
         (100.0 * F.col("crash_free_hours") / F.col("active_hours")).alias("crash_free_hours_pct"),
         "reconnects",
         (F.col("reconnects") / F.col("active_hours")).alias("reconnects_per_hour"),
         F.when(F.col("_sxx") > 0, -F.col("_sxy") / F.col("_sxx")).alias("heap_leak_bytes_per_hour"),
-        "vbat_min", "vbat_drop_per_hour",
+        "vbat_min",
+        "vbat_drop_per_hour",
     )
 
 
 def version_key(col="fw_version"):
     """Numeric dot-separated order: 1.10.0 after 1.9.2; a part without leading digits is -1."""
-    return F.expr("transform(split(%s, '[.]'), p -> coalesce(try_cast(regexp_extract(p, '^([0-9]+)', 1) "
-                  "as int), -1))" % col)
+    return F.expr(
+        "transform(split(%s, '[.]'), p -> coalesce(try_cast(regexp_extract(p, '^([0-9]+)', 1) "
+        "as int), -1))" % col
+    )
 
 
 def firmware_cohort(hr, hist, hw):
     # per (device, release) first, within the partitions by device_id; then one shuffle by release
     # for the record-based and the window-based sums together
-    dev = (hr.groupBy("device_id", "hour_ms", "fw_version")
-           .agg(F.max("crashed").alias("crashed"), F.sum("records").alias("records"),
-                F.sum("unexpected_resets").alias("unexpected_resets"))
-           .groupBy("device_id", "fw_version")
-           .agg(F.lit(1).alias("devices"), F.count(F.lit(1)).alias("device_hours"),
-                F.sum(1 - F.col("crashed")).alias("crash_free_hours"), F.sum("records").alias("records"),
-                F.sum("unexpected_resets").alias("unexpected_resets")))
+    dev = (
+        hr.groupBy("device_id", "hour_ms", "fw_version")
+        .agg(
+            F.max("crashed").alias("crashed"),
+            F.sum("records").alias("records"),
+            F.sum("unexpected_resets").alias("unexpected_resets"),
+        )
+        .groupBy("device_id", "fw_version")
+        .agg(
+            F.lit(1).alias("devices"),
+            F.count(F.lit(1)).alias("device_hours"),
+            F.sum(1 - F.col("crashed")).alias("crash_free_hours"),
+            F.sum("records").alias("records"),
+            F.sum("unexpected_resets").alias("unexpected_resets"),
+        )
+    )
     win = hw.groupBy("device_id", "fw_version").agg(
-        F.sum("windows").alias("windows"), F.sum("coverage_sum").alias("coverage_sum"),
-        F.sum("loss_rate_sum").alias("loss_rate_sum"), F.sum("reconnects_sum").alias("reconnects"))
+        F.sum("windows").alias("windows"),
+        F.sum("coverage_sum").alias("coverage_sum"),
+        F.sum("loss_rate_sum").alias("loss_rate_sum"),
+        F.sum("reconnects_sum").alias("reconnects"),
+    )
     both = dev.unionByName(win, allowMissingColumns=True)
     c = both.groupBy("fw_version").agg(
-        F.sum("devices").alias("devices"), F.sum("device_hours").alias("device_hours"),
-        F.sum("crash_free_hours").alias("crash_free_hours"), F.sum("records").alias("records"),
+        F.sum("devices").alias("devices"),
+        F.sum("device_hours").alias("device_hours"),
+        F.sum("crash_free_hours").alias("crash_free_hours"),
+        F.sum("records").alias("records"),
         F.sum("unexpected_resets").alias("unexpected_resets"),
         (F.sum("coverage_sum") / F.sum("windows")).alias("mean_coverage"),
         (F.sum("loss_rate_sum") / F.sum("windows")).alias("mean_loss_rate"),
-        F.sum("reconnects").alias("reconnects"))
+        F.sum("reconnects").alias("reconnects"),
+    )
     # a release seen only in windows' fw_version (never as a record's) has no device-hours: as before,
     # the cohort lists the releases of the records
-    c = (c.filter(F.col("devices").isNotNull()).join(release_percentiles(hist), "fw_version", "left")
-         .withColumn("crash_free_hours_pct", 100.0 * F.col("crash_free_hours") / F.col("device_hours"))
-         .withColumn("reconnects_per_device_hour", F.col("reconnects") / F.col("device_hours")))
+    c = (
+        c.filter(F.col("devices").isNotNull())
+        .join(release_percentiles(hist), "fw_version", "left")
+        .withColumn("crash_free_hours_pct", 100.0 * F.col("crash_free_hours") / F.col("device_hours"))
+        .withColumn("reconnects_per_device_hour", F.col("reconnects") / F.col("device_hours"))
+    )
     order = Window.orderBy(version_key(), "fw_version")
-    c = (c.withColumn("prev_fw_version", F.lag("fw_version").over(order))
-         .withColumn("crash_free_hours_pct_delta",
-                     F.col("crash_free_hours_pct") - F.lag("crash_free_hours_pct").over(order))
-         .withColumn("mean_loss_rate_delta", F.col("mean_loss_rate") - F.lag("mean_loss_rate").over(order)))
-    return c.select("fw_version", "devices", "device_hours", "crash_free_hours", "crash_free_hours_pct",
-                    "records", "rssi_p05", "rssi_p50", "latency_p50", "latency_p95", "mean_coverage",
-                    "mean_loss_rate", "reconnects", "reconnects_per_device_hour", "unexpected_resets",
-                    "prev_fw_version", "crash_free_hours_pct_delta", "mean_loss_rate_delta")
+    c = (
+        c.withColumn("prev_fw_version", F.lag("fw_version").over(order))
+        .withColumn(
+            "crash_free_hours_pct_delta",
+            F.col("crash_free_hours_pct") - F.lag("crash_free_hours_pct").over(order),
+        )
+        .withColumn("mean_loss_rate_delta", F.col("mean_loss_rate") - F.lag("mean_loss_rate").over(order))
+    )
+    return c.select(
+        "fw_version",
+        "devices",
+        "device_hours",
+        "crash_free_hours",
+        "crash_free_hours_pct",
+        "records",
+        "rssi_p05",
+        "rssi_p50",
+        "latency_p50",
+        "latency_p95",
+        "mean_coverage",
+        "mean_loss_rate",
+        "reconnects",
+        "reconnects_per_device_hour",
+        "unexpected_resets",
+        "prev_fw_version",
+        "crash_free_hours_pct_delta",
+        "mean_loss_rate_delta",
+    )
 
 
 def outliers(health, z=S.OUTLIER_Z, min_cohort=S.MIN_COHORT):
-    m = health.select("device_id", "fw_version", F.explode(F.array(*[
-        F.struct(F.lit(k).alias("metric"), F.col(k).cast("double").alias("value"))
-        for k in S.OUTLIER_METRICS])).alias("_m")).select("device_id", "fw_version", "_m.*")
+    m = health.select(
+        "device_id",
+        "fw_version",
+        F.explode(
+            F.array(
+                *[
+                    F.struct(F.lit(k).alias("metric"), F.col(k).cast("double").alias("value"))
+                    for k in S.OUTLIER_METRICS
+                ]
+            )
+        ).alias("_m"),
+    ).select("device_id", "fw_version", "_m.*")
     # one shuffle, by release: the medians, the deviations and both joins stay within it
     m = m.filter(F.col("value").isNotNull() & ~F.isnan("value")).repartition("fw_version")
-    med = m.groupBy("fw_version", "metric").agg(F.percentile("value", 0.5).alias("cohort_median"),
-                                                F.count(F.lit(1)).alias("cohort_devices"))
-    j = m.join(med, ["fw_version", "metric"]).withColumn("_ad", F.abs(F.col("value") - F.col("cohort_median")))
-    spread = j.groupBy("fw_version", "metric").agg(F.percentile("_ad", 0.5).alias("cohort_mad"),
-                                                   F.avg("_ad").alias("_meanad"))
+    med = m.groupBy("fw_version", "metric").agg(
+        F.percentile("value", 0.5).alias("cohort_median"), F.count(F.lit(1)).alias("cohort_devices")
+    )
+    j = m.join(med, ["fw_version", "metric"]).withColumn(
+        "_ad", F.abs(F.col("value") - F.col("cohort_median"))
+    )
+    spread = j.groupBy("fw_version", "metric").agg(
+        F.percentile("_ad", 0.5).alias("cohort_mad"), F.avg("_ad").alias("_meanad")
+    )
     j = j.join(spread, ["fw_version", "metric"])
     dev = F.col("value") - F.col("cohort_median")
-    score = (F.when(F.col("cohort_mad") > 0, dev / (1.4826 * F.col("cohort_mad")))
-             .when(F.col("_meanad") > 0, dev / (1.2533 * F.col("_meanad"))))
-    return (j.withColumn("score", score)
-            .filter((F.col("cohort_devices") >= min_cohort) & (F.col("score") > z))
-            .select("device_id", "fw_version", "metric", "value", "cohort_median", "cohort_mad",
-                    "cohort_devices", "score"))
+    score = F.when(F.col("cohort_mad") > 0, dev / (1.4826 * F.col("cohort_mad"))).when(
+        F.col("_meanad") > 0, dev / (1.2533 * F.col("_meanad"))
+    )
+    return (
+        j.withColumn("score", score)
+        .filter((F.col("cohort_devices") >= min_cohort) & (F.col("score") > z))
+        .select(
+            "device_id",
+            "fw_version",
+            "metric",
+            "value",
+            "cohort_median",
+            "cohort_mad",
+            "cohort_devices",
+            "score",
+        )
+    )
 
 
 def fleet_hourly(hw):
-    """Per UTC hour and window fw_version: mean coverage and loss over the windows, devices (for the report)."""
-    return (hw.groupBy("hour_ms", "fw_version")
-            .agg((F.sum("coverage_sum") / F.sum("windows")).alias("mean_coverage"),
-                 (F.sum("loss_rate_sum") / F.sum("windows")).alias("mean_loss_rate"),
-                 F.countDistinct("device_id").alias("devices")))
+    """Per UTC hour and window fw_version: mean coverage and loss over the windows, devices (for the
+    report)."""
+    return hw.groupBy("hour_ms", "fw_version").agg(
+        (F.sum("coverage_sum") / F.sum("windows")).alias("mean_coverage"),
+        (F.sum("loss_rate_sum") / F.sum("windows")).alias("mean_loss_rate"),
+        F.countDistinct("device_id").alias("devices"),
+    )

@@ -2,6 +2,7 @@
 small tables (csv/*.csv) sit beside it and are linked relatively, so the directory can be
 opened in a browser from disk or copied anywhere. Everything is rendered in memory and written
 where the tables are (storage.py), on whatever filesystem that is."""
+
 import datetime as dt
 import html
 import io
@@ -16,7 +17,11 @@ def _version_sort(versions):
     import re
 
     def key(v):
-        return ([int(m.group(1)) if m else -1 for m in (re.match(r"^(\d+)", p) for p in str(v).split("."))], str(v))
+        return (
+            [int(m.group(1)) if m else -1 for m in (re.match(r"^(\d+)", p) for p in str(v).split("."))],
+            str(v),
+        )
+
     return sorted(versions, key=key)
 
 
@@ -24,24 +29,38 @@ def collect(spark, out, hw, hist):
     """The small frames the report shows (pandas), from the written small tables and the hourly
     partials (hour_windows, histogram)."""
     from pyspark.sql import functions as F
-    d = {n: spark.read.parquet(storage.join(out, n)).toPandas()
-         for n in ("firmware_cohort", "outliers", "device_health")}
+
+    d = {
+        n: spark.read.parquet(storage.join(out, n)).toPandas()
+        for n in ("firmware_cohort", "outliers", "device_health")
+    }
     d["fleet_hourly"] = metrics.fleet_hourly(hw).orderBy("hour_ms", "fw_version").toPandas()
-    d["fleet_hourly"].insert(0, "hour", d["fleet_hourly"]["hour_ms"].map(
-        lambda ms: dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:00")))
-    d["rssi_histogram"] = (hist.filter(F.col("metric") == "rssi").groupBy("fw_version", "value")
-                           .agg(F.sum("n").alias("count"))
-                           .select("fw_version", F.col("value").cast("long").alias("rssi"), "count")
-                           .orderBy("fw_version", "rssi").toPandas())
+    d["fleet_hourly"].insert(
+        0,
+        "hour",
+        d["fleet_hourly"]["hour_ms"].map(
+            lambda ms: dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:00")
+        ),
+    )
+    d["rssi_histogram"] = (
+        hist.filter(F.col("metric") == "rssi")
+        .groupBy("fw_version", "value")
+        .agg(F.sum("n").alias("count"))
+        .select("fw_version", F.col("value").cast("long").alias("rssi"), "count")
+        .orderBy("fw_version", "rssi")
+        .toPandas()
+    )
     return d
 
 
 def plots(d):
     """{name: (file name, PNG bytes)}"""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import pandas as pd
+
     made = {}
     versions = _version_sort(d["firmware_cohort"]["fw_version"].tolist())
     colors = {v: plt.cm.tab10(i % 10) for i, v in enumerate(versions)}
@@ -58,8 +77,8 @@ def plots(d):
     a2.set_ylabel("loss %")
     a2.set_xlabel("hour (UTC)")
     a1.legend(title="firmware")
-    a1.grid(alpha=.3)
-    a2.grid(alpha=.3)
+    a1.grid(alpha=0.3)
+    a2.grid(alpha=0.3)
     fig.autofmt_xdate()
     made["coverage_loss"] = _png(fig, "coverage_loss.png")
 
@@ -69,8 +88,13 @@ def plots(d):
     lo = max(0.0, float(c["crash_free_hours_pct"].min()) - 5)
     ax.set_ylim(lo, 100.5)
     for b, val, n in zip(bars, c["crash_free_hours_pct"], c["device_hours"]):
-        ax.annotate("%.2f%%\n%d dev-h" % (val, n), (b.get_x() + b.get_width() / 2, val),
-                    ha="center", va="bottom", fontsize=8)
+        ax.annotate(
+            "%.2f%%\n%d dev-h" % (val, n),
+            (b.get_x() + b.get_width() / 2, val),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_ylabel("crash-free hours %")
     ax.set_title("Crash-free device-hours by release")
     made["crash_free"] = _png(fig, "crash_free.png")
@@ -85,18 +109,22 @@ def plots(d):
     ax.set_ylabel("% of records")
     ax.set_title("RSSI distribution by firmware")
     ax.legend(title="firmware")
-    ax.grid(alpha=.3)
+    ax.grid(alpha=0.3)
     made["rssi"] = _png(fig, "rssi.png")
 
     w = worst_devices(d["device_health"])
     fig, axes = plt.subplots(1, 3, figsize=(13, 0.35 * max(len(w), 4) + 1.5), sharey=True)
-    labels = [("%s (%s)%s" % (x.device_id, x.fw_version, " silent" if x.silent else "")) for x in w.itertuples()]
-    for ax, col, title in ((axes[0], "crash_free_hours_pct", "crash-free hours %"),
-                           (axes[1], "loss_rate", "loss rate"),
-                           (axes[2], "coverage", "coverage")):
+    labels = [
+        ("%s (%s)%s" % (x.device_id, x.fw_version, " silent" if x.silent else "")) for x in w.itertuples()
+    ]
+    for ax, col, title in (
+        (axes[0], "crash_free_hours_pct", "crash-free hours %"),
+        (axes[1], "loss_rate", "loss rate"),
+        (axes[2], "coverage", "coverage"),
+    ):
         ax.barh(labels, w[col], color=[colors.get(v, "grey") for v in w["fw_version"]])
         ax.set_title(title)
-        ax.grid(alpha=.3, axis="x")
+        ax.grid(alpha=0.3, axis="x")
     axes[0].invert_yaxis()
     fig.suptitle("Worst devices (fewest crash-free hours, then highest loss)")
     made["worst_devices"] = _png(fig, "worst_devices.png")
@@ -104,8 +132,9 @@ def plots(d):
 
 
 def worst_devices(health, n=WORST):
-    return health.sort_values(["crash_free_hours_pct", "loss_rate", "device_id"],
-                              ascending=[True, False, True]).head(n)
+    return health.sort_values(
+        ["crash_free_hours_pct", "loss_rate", "device_id"], ascending=[True, False, True]
+    ).head(n)
 
 
 def _png(fig, name):
@@ -113,6 +142,7 @@ def _png(fig, name):
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
     import matplotlib.pyplot as plt
+
     plt.close(fig)
     return name, buf.getvalue()
 
@@ -134,8 +164,9 @@ def write(spark, store, out, hw, hist, quality):
 
 
 def _table(df, floats="%.4g"):
-    return df.to_html(index=False, border=0, classes="t", float_format=lambda x: floats % x, na_rep="",
-                      escape=True)
+    return df.to_html(
+        index=False, border=0, classes="t", float_format=lambda x: floats % x, na_rep="", escape=True
+    )
 
 
 CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -148,33 +179,55 @@ table.t th{background:#f4f4f4}img{max-width:100%;border:1px solid #eee;margin:.5
 def render(d, pngs, csvs, quality):
     e = html.escape
     h = d["device_health"]
-    cohort = d["firmware_cohort"].set_index("fw_version").loc[
-        _version_sort(d["firmware_cohort"]["fw_version"].tolist())].reset_index()
+    cohort = (
+        d["firmware_cohort"]
+        .set_index("fw_version")
+        .loc[_version_sort(d["firmware_cohort"]["fw_version"].tolist())]
+        .reset_index()
+    )
     silent = h[h["silent"]].sort_values("last_seen")[["device_id", "fw_version", "last_seen", "coverage"]]
-    worst = worst_devices(h)[["device_id", "fw_version", "crash_free_hours_pct", "unexpected_resets",
-                              "reboots", "loss_rate", "coverage", "reconnects", "heap_leak_bytes_per_hour",
-                              "vbat_drop_per_hour", "silent"]]
-    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>fleetwire fleet report</title>",
-             "<style>%s</style></head><body>" % CSS,
-             "<h1>Fleet report</h1>",
-             "<p class='note'>%d devices, %d distinct records; generated %s by <code>fleetwire report</code>.</p>" % (
-                 len(h), quality.get("clean_records", 0),
-                 e(dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))),
-             "<h2>Input</h2><pre>%s</pre>" % e("\n".join(landing.describe(quality))),
-             "<h2>Releases</h2>", _table(cohort),
-             "<img src='%s' alt='crash-free hours by release'>" % e(pngs["crash_free"]),
-             "<img src='%s' alt='coverage and loss over time per firmware'>" % e(pngs["coverage_loss"]),
-             "<img src='%s' alt='RSSI distribution'>" % e(pngs["rssi"]),
-             "<h2>Worst devices</h2>", _table(worst),
-             "<img src='%s' alt='worst devices'>" % e(pngs["worst_devices"]),
-             "<h2>Outliers</h2><p class='note'>Devices worse than their release's cohort: modified z-score "
-             "(median absolute deviation) above %.1f on %s.</p>" % (S.OUTLIER_Z, e(", ".join(S.OUTLIER_METRICS))),
-             _table(d["outliers"].sort_values("score", ascending=False)) if len(d["outliers"])
-             else "<p>None.</p>",
-             "<h2>Silent devices</h2><p class='note'>No record in the last %d minutes of the data.</p>" % (
-                 S.SILENT_AFTER_S // 60),
-             _table(silent) if len(silent) else "<p>None.</p>",
-             "<h2>Data</h2><ul>"]
+    worst = worst_devices(h)[
+        [
+            "device_id",
+            "fw_version",
+            "crash_free_hours_pct",
+            "unexpected_resets",
+            "reboots",
+            "loss_rate",
+            "coverage",
+            "reconnects",
+            "heap_leak_bytes_per_hour",
+            "vbat_drop_per_hour",
+            "silent",
+        ]
+    ]
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>fleetwire fleet report</title>",
+        "<style>%s</style></head><body>" % CSS,
+        "<h1>Fleet report</h1>",
+        "<p class='note'>%d devices, %d distinct records; generated %s by <code>fleetwire report</code>.</p>"
+        % (
+            len(h),
+            quality.get("clean_records", 0),
+            e(dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+        ),
+        "<h2>Input</h2><pre>%s</pre>" % e("\n".join(landing.describe(quality))),
+        "<h2>Releases</h2>",
+        _table(cohort),
+        "<img src='%s' alt='crash-free hours by release'>" % e(pngs["crash_free"]),
+        "<img src='%s' alt='coverage and loss over time per firmware'>" % e(pngs["coverage_loss"]),
+        "<img src='%s' alt='RSSI distribution'>" % e(pngs["rssi"]),
+        "<h2>Worst devices</h2>",
+        _table(worst),
+        "<img src='%s' alt='worst devices'>" % e(pngs["worst_devices"]),
+        "<h2>Outliers</h2><p class='note'>Devices worse than their release's cohort: modified z-score "
+        "(median absolute deviation) above %.1f on %s.</p>" % (S.OUTLIER_Z, e(", ".join(S.OUTLIER_METRICS))),
+        _table(d["outliers"].sort_values("score", ascending=False)) if len(d["outliers"]) else "<p>None.</p>",
+        "<h2>Silent devices</h2><p class='note'>No record in the last %d minutes of the data.</p>"
+        % (S.SILENT_AFTER_S // 60),
+        _table(silent) if len(silent) else "<p>None.</p>",
+        "<h2>Data</h2><ul>",
+    ]
     for name, rel in csvs.items():
         parts.append("<li><a href='%s'>%s</a></li>" % (e(rel), e(name + ".csv")))
     parts.append("</ul><p class='note'>Full tables (Parquet): %s.</p></body></html>" % e(", ".join(S.TABLES)))

@@ -1,18 +1,19 @@
 """The SparkSession the job runs in: local[2] by default, any master on request, quiet logs,
 UTC, the SQL semantics the metric definitions are written for, and the settings that depend on
 the cluster in hand (tune(): read splits and shuffle partitions from its cores and the input size)."""
+
 import math
 import os
 import time
 
 DEFAULT_MASTER = "local[2]"
 HERE = os.path.dirname(os.path.abspath(__file__))
-LOG4J2 = os.path.join(HERE, "log4j2.properties")   # errors only; shipped with the package
+LOG4J2 = os.path.join(HERE, "log4j2.properties")  # errors only; shipped with the package
 
 # Runtime SQL settings the job's definitions rely on; applied to any session it is given.
 JOB_SQL_CONF = {
-    "spark.sql.session.timeZone": "UTC",        # dates and hours of ts are UTC
-    "spark.sql.ansi.enabled": "false",         # empty groups give null, not an error
+    "spark.sql.session.timeZone": "UTC",  # dates and hours of ts are UTC
+    "spark.sql.ansi.enabled": "false",  # empty groups give null, not an error
     # a file that vanishes between listing and reading fails the read, and the job leaves it out
     # and says so (job.read_records); never skipped without a word
     "spark.sql.files.ignoreMissingFiles": "false",
@@ -48,7 +49,7 @@ JOB_PERF_CONF = {
 
 # What one input record costs on disk, by format: the input's size -> records (partition sizing).
 BYTES_PER_RECORD = {"parquet": 30, "ndjson": 330}
-RECORDS_PER_TASK = 1_250_000    # deduplicated in one task's hash map: ~0.5 GB of a 4 GB driver at 8 tasks
+RECORDS_PER_TASK = 1_250_000  # deduplicated in one task's hash map: ~0.5 GB of a 4 GB driver at 8 tasks
 
 
 def under_spark_submit():
@@ -69,7 +70,8 @@ def _quiet_jvm(local):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if "PYSPARK_SUBMIT_ARGS" not in os.environ:
         os.environ["PYSPARK_SUBMIT_ARGS"] = (
-            "--driver-java-options -Dlog4j2.configurationFile=file:%s pyspark-shell" % LOG4J2)
+            "--driver-java-options -Dlog4j2.configurationFile=file:%s pyspark-shell" % LOG4J2
+        )
 
 
 def build(master=None, app="fleetwire-report", shuffle_partitions=None, extra=None):
@@ -77,6 +79,7 @@ def build(master=None, app="fleetwire-report", shuffle_partitions=None, extra=No
     must be fixed before the JVM starts are chosen here by the kind of master; those that depend on
     the cluster's size are set by tune() once it is up."""
     from pyspark.sql import SparkSession
+
     if not master and not under_spark_submit():
         master = DEFAULT_MASTER
     local = is_local(master)
@@ -127,7 +130,7 @@ def executors(spark, wait_s=30.0, settle_s=2.0):
     sc = spark.sparkContext
     if is_local(sc.master):
         return 1, sc.defaultParallelism
-    status = sc._jsc.sc().getExecutorMemoryStatus      # block managers: the driver's and one per executor
+    status = sc._jsc.sc().getExecutorMemoryStatus  # block managers: the driver's and one per executor
     t0 = time.time()
     n, since = status().size() - 1, time.time()
     while time.time() - t0 < wait_s:
@@ -137,7 +140,7 @@ def executors(spark, wait_s=30.0, settle_s=2.0):
             n, since = m, time.time()
         elif n > 0 and time.time() - since >= settle_s:
             break
-    return n, sc.defaultParallelism                   # total executor cores (spark.default.parallelism if set)
+    return n, sc.defaultParallelism  # total executor cores (spark.default.parallelism if set)
 
 
 def tune(spark, input_bytes=0, fmt="parquet", partitions=None):
@@ -160,6 +163,8 @@ def tune(spark, input_bytes=0, fmt="parquet", partitions=None):
     # the cached records: uncompressed on one machine (CPU is what is short), compressed in a
     # cluster's executors (memory is, and the cache is what spills)
     if not conf.contains("spark.sql.inMemoryColumnarStorage.compressed"):
-        spark.conf.set("spark.sql.inMemoryColumnarStorage.compressed",
-                       "false" if is_local(spark.sparkContext.master) else "true")
+        spark.conf.set(
+            "spark.sql.inMemoryColumnarStorage.compressed",
+            "false" if is_local(spark.sparkContext.master) else "true",
+        )
     return {"executors": n_exec, "cores": cores, "partitions": partitions}

@@ -6,6 +6,7 @@ trying `fleetwire report --master spark://...` before a real cluster.
     with Cluster(workdir, workers=2) as c:
         subprocess.run(["fleetwire", "report", "--master", c.url, ...])
 """
+
 import json
 import os
 import socket
@@ -28,6 +29,7 @@ def free_port():
 
 def spark_home():
     from pyspark.find_spark_home import _find_spark_home
+
     return _find_spark_home()
 
 
@@ -36,8 +38,13 @@ class Cluster:
 
     def __init__(self, workdir, workers=2, cores=1, memory="1g", daemon_memory="256m"):
         self.workdir, self.n, self.cores, self.memory = str(workdir), workers, cores, memory
-        self.env = dict(os.environ, SPARK_LOCAL_IP=HOST, SPARK_DAEMON_MEMORY=daemon_memory,
-                        SPARK_NO_DAEMONIZE="1", SPARK_LOG_DIR=os.path.join(self.workdir, "logs"))
+        self.env = dict(
+            os.environ,
+            SPARK_LOCAL_IP=HOST,
+            SPARK_DAEMON_MEMORY=daemon_memory,
+            SPARK_NO_DAEMONIZE="1",
+            SPARK_LOG_DIR=os.path.join(self.workdir, "logs"),
+        )
         self.env.pop("PYSPARK_SUBMIT_ARGS", None)
         self.procs = []
         self.url = None
@@ -54,27 +61,53 @@ class Cluster:
 
     def start(self, timeout=120):
         port, self.ui = free_port(), free_port()
-        self._start("master", "org.apache.spark.deploy.master.Master",
-                    "--host", HOST, "--port", port, "--webui-port", self.ui)
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            HOST,
+            "--port",
+            port,
+            "--webui-port",
+            self.ui,
+        )
         self.url = "spark://%s:%d" % (HOST, port)
         for i in range(self.n):
             work = os.path.join(self.workdir, "worker-%d" % i)
             os.makedirs(work, exist_ok=True)
-            self._start("worker-%d" % i, "org.apache.spark.deploy.worker.Worker",
-                        "--host", HOST, "--port", free_port(), "--webui-port", free_port(),
-                        "--cores", self.cores, "--memory", self.memory, "--work-dir", work, self.url)
+            self._start(
+                "worker-%d" % i,
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                HOST,
+                "--port",
+                free_port(),
+                "--webui-port",
+                free_port(),
+                "--cores",
+                self.cores,
+                "--memory",
+                self.memory,
+                "--work-dir",
+                work,
+                self.url,
+            )
         deadline = time.time() + timeout
         while time.time() < deadline:
             for p in self.procs:
                 if p.poll() is not None:
                     self.stop()
-                    raise ClusterError("a Spark daemon exited (%d); see %s/logs" % (p.returncode, self.workdir))
+                    raise ClusterError(
+                        "a Spark daemon exited (%d); see %s/logs" % (p.returncode, self.workdir)
+                    )
             if self.alive_workers() >= self.n:
                 return self
             time.sleep(0.5)
         self.stop()
-        raise ClusterError("%d workers did not register with %s within %d s; see %s/logs"
-                           % (self.n, self.url, timeout, self.workdir))
+        raise ClusterError(
+            "%d workers did not register with %s within %d s; see %s/logs"
+            % (self.n, self.url, timeout, self.workdir)
+        )
 
     def alive_workers(self):
         """Workers the master lists as ALIVE (its web UI's JSON), 0 while it is not up."""

@@ -5,6 +5,7 @@ written with Python file calls: with --out on a cluster filesystem, the driver's
 
 Paths are qualified once, on the driver (`file:/abs/out` for a relative `out`), so executors
 whose working directories differ all read and write the same place."""
+
 import re
 
 from fleetwire.host.analytics.landing import InputError
@@ -29,7 +30,7 @@ class SchemeError(InputError):
 
 def scheme(path):
     m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*):", path)
-    return m.group(1).lower() if m and len(m.group(1)) > 1 else None   # "C:" is a drive, not a scheme
+    return m.group(1).lower() if m and len(m.group(1)) > 1 else None  # "C:" is a drive, not a scheme
 
 
 def is_local(path):
@@ -39,9 +40,9 @@ def is_local(path):
 def local_path(path):
     """The local path of a plain path or a file: URI."""
     if path.startswith("file://"):
-        return path[len("file://"):]
+        return path[len("file://") :]
     if path.startswith("file:"):
-        return path[len("file:"):]
+        return path[len("file:") :]
     return path
 
 
@@ -63,8 +64,9 @@ class Storage:
         except Exception:  # noqa: BLE001 - UnsupportedFileSystemException, or ClassNotFound wrapped
             hadoop = self.jvm.org.apache.hadoop.util.VersionInfo.getVersion()
             how = PROVIDERS.get(s, GENERIC).format(hadoop=hadoop)
-            raise SchemeError('no Hadoop filesystem for "%s" (%s %s) on Spark\'s classpath: add %s'
-                              % (s, option, path, how)) from None
+            raise SchemeError(
+                'no Hadoop filesystem for "%s" (%s %s) on Spark\'s classpath: add %s' % (s, option, path, how)
+            ) from None
 
     def qualify(self, path, option="path"):
         """path as a full URI (scheme and, for a relative path, the driver's working directory)."""

@@ -13,6 +13,7 @@ keeps the README's copy equal to it, and the scenario tests assert each quirk (o
 standard where there is none), so a broker that changes either way is noticed.
 
 FLEETWIRE_BROKERS=mosquitto,aedes limits the matrix the tests run (default: all)."""
+
 import os
 
 from .base import Broker, BrokerError, BrokerMissing  # noqa: F401
@@ -21,36 +22,53 @@ NAMES = ("mosquitto", "aedes", "amqtt", "rabbitmq")
 
 # key -> (feature, what MQTT 3.1.1 says), in the table's order
 FEATURES = {
-    "session": ("clean and persistent sessions",
-                "clean session 1 discards the session, 0 keeps it; CONNACK says if one was kept "
-                "(MQTT-3.1.2-6, 3.2.2-2)"),
+    "session": (
+        "clean and persistent sessions",
+        "clean session 1 discards the session, 0 keeps it; CONNACK says if one was kept "
+        "(MQTT-3.1.2-6, 3.2.2-2)",
+    ),
     "zero_id": ("zero-length client id", "accepted with clean session 1 (MQTT-3.1.3-6)"),
     "qos_out": ("publish at QoS 0, 1, 2", "each message arrives once at its QoS; QoS 2 exactly once"),
-    "qos_in": ("subscribe at QoS 0, 1, 2",
-               "the QoS asked is granted or less; a message arrives at the lower of its QoS and the "
-               "granted one (MQTT-3.8.4-6)"),
-    "retained": ("retained messages",
-                 "kept, and sent with RETAIN 1 to each new matching subscription, wildcards included; an "
-                 "empty one clears it (MQTT-3.3.1-6, 3.3.1-10)"),
+    "qos_in": (
+        "subscribe at QoS 0, 1, 2",
+        "the QoS asked is granted or less; a message arrives at the lower of its QoS and the "
+        "granted one (MQTT-3.8.4-6)",
+    ),
+    "retained": (
+        "retained messages",
+        "kept, and sent with RETAIN 1 to each new matching subscription, wildcards included; an "
+        "empty one clears it (MQTT-3.3.1-6, 3.3.1-10)",
+    ),
     "retained_qos2": ("retained message at QoS 2", "arrives once, at QoS 2, with RETAIN 1"),
     "will": ("last will", "published when the client dies, not after DISCONNECT (MQTT-3.1.2-8, 3.1.2-10)"),
-    "keepalive": ("keepalive, ping",
-                  "PINGRESP to PINGREQ; a silent client is dropped after 1.5 x keepalive and its will "
-                  "published (MQTT-3.1.2-24)"),
+    "keepalive": (
+        "keepalive, ping",
+        "PINGRESP to PINGREQ; a silent client is dropped after 1.5 x keepalive and its will "
+        "published (MQTT-3.1.2-24)",
+    ),
     "unsubscribe": ("unsubscribe", "nothing more arrives for the filter (MQTT-3.10.4-1)"),
-    "overlap": ("overlapping subscriptions",
-                "a message matching several subscriptions arrives at the highest of their QoS; extra "
-                "copies allowed (MQTT-3.3.5-1)"),
+    "overlap": (
+        "overlapping subscriptions",
+        "a message matching several subscriptions arrives at the highest of their QoS; extra "
+        "copies allowed (MQTT-3.3.5-1)",
+    ),
     "sub_refused": ("refused subscription (ACL)", "SUBACK 0x80 for that filter; the connection stays up"),
-    "dollar": ("$ topics",
-               "a filter starting with a wildcard matches no topic starting with $ (MQTT-4.7.2-1)"),
-    "offline": ("offline queueing",
-                "QoS 1 and 2 messages for an absent persistent session are kept and sent when it returns"),
-    "redelivery": ("redelivery on reconnect",
-                   "unacknowledged PUBLISHes are sent again after a reconnect to the session "
-                   "(MQTT-4.4.0-1)"),
-    "backlog": ("backlog of 40 messages after a reconnect",
-                "all are sent; MQTT 3.1.1 sets no limit on messages in flight to a client"),
+    "dollar": (
+        "$ topics",
+        "a filter starting with a wildcard matches no topic starting with $ (MQTT-4.7.2-1)",
+    ),
+    "offline": (
+        "offline queueing",
+        "QoS 1 and 2 messages for an absent persistent session are kept and sent when it returns",
+    ),
+    "redelivery": (
+        "redelivery on reconnect",
+        "unacknowledged PUBLISHes are sent again after a reconnect to the session (MQTT-4.4.0-1)",
+    ),
+    "backlog": (
+        "backlog of 40 messages after a reconnect",
+        "all are sent; MQTT 3.1.1 sets no limit on messages in flight to a client",
+    ),
 }
 TITLES = {"mosquitto": "mosquitto", "aedes": "aedes", "amqtt": "amqtt", "rabbitmq": "RabbitMQ"}
 
@@ -60,6 +78,7 @@ def classes():
     from .amqtt import Amqtt
     from .mosquitto import Mosquitto
     from .rabbitmq import RabbitMQ
+
     return {"mosquitto": Mosquitto, "aedes": Aedes, "amqtt": Amqtt, "rabbitmq": RabbitMQ}
 
 
@@ -78,8 +97,9 @@ def matrix(env=None):
     wanted = [n.strip() for n in env.get("FLEETWIRE_BROKERS", "").split(",") if n.strip()]
     unknown = [n for n in wanted if n not in NAMES]
     if unknown:
-        raise ValueError("FLEETWIRE_BROKERS names %s; the matrix has %s"
-                         % (", ".join(unknown), ", ".join(NAMES)))
+        raise ValueError(
+            "FLEETWIRE_BROKERS names %s; the matrix has %s" % (", ".join(unknown), ", ".join(NAMES))
+        )
     return tuple(wanted) or NAMES
 
 
@@ -115,8 +135,9 @@ def quirk_notes():
         for key in FEATURES:
             q = cls[n].quirks.get(key)
             if q:
-                lines.append("- **%s, %s**: %s. fleetwire: %s."
-                             % (TITLES[n], FEATURES[key][0], q.does, q.fleetwire))
+                lines.append(
+                    "- **%s, %s**: %s. fleetwire: %s." % (TITLES[n], FEATURES[key][0], q.does, q.fleetwire)
+                )
     return "\n".join(lines) + "\n"
 
 

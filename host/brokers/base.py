@@ -2,6 +2,7 @@
 port, with its config and log in a temp dir of its own, started and stopped by the
 caller. Subclasses say how to configure and launch it (`_write_config`, `_command`,
 `_env`) and what it does differently from MQTT 3.1.1 (`quirks`)."""
+
 import atexit
 import collections
 import os
@@ -35,6 +36,7 @@ def _die_with_parent():
     # Linux: the broker's first process gets SIGTERM if the test process dies without
     # running atexit; only from the main thread (the kernel ties it to the thread).
     import ctypes
+
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
@@ -137,21 +139,31 @@ class Broker:
             kw["preexec_fn"] = _die_with_parent
         with open(self.log_path, "ab") as log:
             # Its own process group, so stop() reaches every process it starts.
-            self.proc = subprocess.Popen(self._command(), stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, cwd=self.dir, env=self._env(),
-                                         start_new_session=True, **kw)
+            self.proc = subprocess.Popen(
+                self._command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.dir,
+                env=self._env(),
+                start_new_session=True,
+                **kw,
+            )
         deadline = time.monotonic() + timeout
         while not accepts(self.host, self.port):
             if self.proc.poll() is not None:
                 rc = self.proc.returncode
                 self._signal(signal.SIGKILL)
                 self.proc = None
-                raise BrokerError("%s exited with %s while starting; its log ends:\n%s"
-                                  % (self.name, rc, self.log_tail()))
+                raise BrokerError(
+                    "%s exited with %s while starting; its log ends:\n%s" % (self.name, rc, self.log_tail())
+                )
             if time.monotonic() > deadline:
                 self.kill()
-                raise BrokerError("%s did not listen on %s:%s within %s s; its log ends:\n%s"
-                                  % (self.name, self.host, self.port, timeout, self.log_tail()))
+                raise BrokerError(
+                    "%s did not listen on %s:%s within %s s; its log ends:\n%s"
+                    % (self.name, self.host, self.port, timeout, self.log_tail())
+                )
             time.sleep(0.05)
         return self
 

@@ -2,6 +2,7 @@
 messages in memory, $SYS every second, and the dynamic-security plugin it ships to
 refuse subscriptions under DENIED_PREFIX (its acl_file cannot: mosquitto grants
 such a subscription and only filters what it delivers)."""
+
 import base64
 import hashlib
 import json
@@ -11,9 +12,11 @@ import subprocess
 from ..mosquitto import find_mosquitto
 from .base import Broker, Quirk
 
-DYNSEC_PATHS = ("/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so",
-                "/usr/lib/aarch64-linux-gnu/mosquitto_dynamic_security.so",
-                "/usr/lib/mosquitto_dynamic_security.so")
+DYNSEC_PATHS = (
+    "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so",
+    "/usr/lib/aarch64-linux-gnu/mosquitto_dynamic_security.so",
+    "/usr/lib/mosquitto_dynamic_security.so",
+)
 
 
 def find_dynsec():
@@ -21,36 +24,47 @@ def find_dynsec():
         if os.path.isfile(p):
             return p
     import glob
+
     found = glob.glob("/usr/lib/*/mosquitto_dynamic_security.so")
     if found:
         return found[0]
     from .base import BrokerMissing
-    raise BrokerMissing("mosquitto's dynamic security plugin is missing (looked in %s); it comes with "
-                        "Debian's mosquitto package: apt-get install -y mosquitto" % ", ".join(DYNSEC_PATHS))
+
+    raise BrokerMissing(
+        "mosquitto's dynamic security plugin is missing (looked in %s); it comes with "
+        "Debian's mosquitto package: apt-get install -y mosquitto" % ", ".join(DYNSEC_PATHS)
+    )
 
 
 def dynsec_password(password, salt=None, iterations=101):
     """A dynamic-security client's password fields: PBKDF2-SHA512, 64 bytes, base64."""
     salt = os.urandom(12) if salt is None else salt
     digest = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, iterations, 64)
-    return {"password": base64.b64encode(digest).decode(), "salt": base64.b64encode(salt).decode(),
-            "iterations": iterations}
+    return {
+        "password": base64.b64encode(digest).decode(),
+        "salt": base64.b64encode(salt).decode(),
+        "iterations": iterations,
+    }
 
 
 class Mosquitto(Broker):
     name = "mosquitto"
     quirks = {
         "overlap": Quirk(
-            "first_match", "one copy, at the QoS of the first match",
+            "first_match",
+            "one copy, at the QoS of the first match",
             "delivers one copy of a message that matches several of a client's subscriptions, at the QoS "
             "of the one it finds first in its topic tree (an exact topic's before a wildcard's), which may "
             "be the lower; MQTT-3.3.5-1 asks for the highest",
-            "nothing to do on the device: subscribe at the QoS you need with no lower overlapping filter"),
+            "nothing to do on the device: subscribe at the QoS you need with no lower overlapping filter",
+        ),
         "keepalive": Quirk(
-            "late_drop", "drops a silent client late (3-6 s for 1 s)",
+            "late_drop",
+            "drops a silent client late (3-6 s for 1 s)",
             "drops a silent client 3 to 6 s after it went quiet with a 1 s keepalive (it checks keepalives "
             "every few seconds); MQTT-3.1.2-24 says after 1.5 x keepalive",
-            "the device finds a dead link itself within keepalive + 100 ms; only the will comes later"),
+            "the device finds a dead link itself within keepalive + 100 ms; only the will comes later",
+        ),
     }
 
     def __init__(self, **kw):
@@ -66,23 +80,53 @@ class Mosquitto(Broker):
     def _write_config(self):
         dynsec = os.path.join(self.dir, "dynamic-security.json")
         with open(dynsec, "w") as f:
-            json.dump({
-                "defaultACLAccess": {"publishClientSend": True, "publishClientReceive": True,
-                                     "subscribe": True, "unsubscribe": True},
-                "clients": [dict(username=self.USER, roles=[{"rolename": "matrix"}],
-                                 **dynsec_password(self.PASSWORD))],
-                "groups": [{"groupname": "anonymous", "roles": [{"rolename": "matrix"}]}],
-                "roles": [{"rolename": "matrix", "acls": [
-                    {"acltype": "subscribePattern", "topic": self.DENIED_PREFIX + "#",
-                     "priority": 0, "allow": False}]}],
-                "anonymousGroup": "anonymous"}, f)
+            json.dump(
+                {
+                    "defaultACLAccess": {
+                        "publishClientSend": True,
+                        "publishClientReceive": True,
+                        "subscribe": True,
+                        "unsubscribe": True,
+                    },
+                    "clients": [
+                        dict(
+                            username=self.USER,
+                            roles=[{"rolename": "matrix"}],
+                            **dynsec_password(self.PASSWORD),
+                        )
+                    ],
+                    "groups": [{"groupname": "anonymous", "roles": [{"rolename": "matrix"}]}],
+                    "roles": [
+                        {
+                            "rolename": "matrix",
+                            "acls": [
+                                {
+                                    "acltype": "subscribePattern",
+                                    "topic": self.DENIED_PREFIX + "#",
+                                    "priority": 0,
+                                    "allow": False,
+                                }
+                            ],
+                        }
+                    ],
+                    "anonymousGroup": "anonymous",
+                },
+                f,
+            )
         lines = ["# generated by fleetwire.host.brokers.mosquitto"]
         if os.geteuid() == 0:
             lines.append("user root")  # else it switches to user mosquitto, who cannot read the temp dir
-        lines += ["per_listener_settings false", "allow_anonymous true",
-                  "plugin " + self.dynsec, "plugin_opt_config_file " + dynsec,
-                  "sys_interval 1", "log_dest stdout", "log_type all", "log_timestamp true",
-                  "listener %d %s" % (self.port, self.host)]
+        lines += [
+            "per_listener_settings false",
+            "allow_anonymous true",
+            "plugin " + self.dynsec,
+            "plugin_opt_config_file " + dynsec,
+            "sys_interval 1",
+            "log_dest stdout",
+            "log_type all",
+            "log_timestamp true",
+            "listener %d %s" % (self.port, self.host),
+        ]
         with open(os.path.join(self.dir, "mosquitto.conf"), "w") as f:
             f.write("\n".join(lines) + "\n")
 

@@ -18,6 +18,7 @@ def _err(code, name):
 
 def _crc(seq):
     import binascii
+
     return binascii.crc32(struct.pack("<I", seq), 0xFFFFFFFF)
 
 
@@ -159,7 +160,7 @@ def erase_sections(part, offset, n):
         if o > 0:
             _write(base + a, memoryview(c)[:o], part._tmp)
         if top < a + _SEC:
-            _write(base + top, memoryview(c)[top - a:], part._tmp)
+            _write(base + top, memoryview(c)[top - a :], part._tmp)
         o = 0
         a += _SEC
 
@@ -169,6 +170,7 @@ def verify(p):
     # flash-mapped ones, the XOR checksum (byte-wise XOR of 512-byte ints, folded at the
     # end: no Python loop per byte) and the appended SHA-256
     import hashlib
+
     base, size = p[3], p[4]
     h = bytearray(24)
     _read(base, h)

@@ -52,7 +52,7 @@ def _write(addr, buf, tmp):
                     done += n
                     continue
                 f.seek(addr + done)
-            f.write(mv[done:done + n])
+            f.write(mv[done : done + n])
             done += n
 
 
@@ -95,6 +95,7 @@ class Partition:
             p = id
         elif id == 0:
             import _esp32ota
+
             p = _esp32ota.boot()
         elif id == 1:
             r = _vboard.info().get("running")
@@ -121,7 +122,8 @@ class Partition:
 
     def __repr__(self):
         return "<Partition type=%u, subtype=%u, address=%u, size=%u, label=%s, encrypted=%u>" % (
-            tuple(self._p[1:5]) + (self._p[0], self._p[5]))
+            tuple(self._p[1:5]) + (self._p[0], self._p[5])
+        )
 
     def _range(self, off, n, erase=False):
         # esp_partition_read/write/erase_range's checks, then the erase if asked
@@ -145,6 +147,7 @@ class Partition:
             self._range(addr, len(buf), True)
         else:
             import _esp32ota
+
             _esp32ota.erase_sections(self, addr, len(buf))
         self._range(addr, len(buf))
         _write(self._p[3] + addr, buf, self._tmp)
@@ -165,13 +168,16 @@ class Partition:
 
     def set_boot(self):
         import _esp32ota
+
         _esp32ota.set_boot(self._p)
 
     def get_next_update(self):
         import _esp32ota
+
         return Partition(_esp32ota.next_update(self._p))
 
     @classmethod
     def mark_app_valid_cancel_rollback(cls):
         import _esp32ota
+
         _esp32ota.mark_valid()

@@ -6,8 +6,13 @@ HARD_RESET = 2
 WDT_RESET = 3
 DEEPSLEEP_RESET = 4
 SOFT_RESET = 5
-_CAUSES = {"power_on": PWRON_RESET, "hard": HARD_RESET, "watchdog": WDT_RESET,
-           "deepsleep": DEEPSLEEP_RESET, "soft": SOFT_RESET}
+_CAUSES = {
+    "power_on": PWRON_RESET,
+    "hard": HARD_RESET,
+    "watchdog": WDT_RESET,
+    "deepsleep": DEEPSLEEP_RESET,
+    "soft": SOFT_RESET,
+}
 
 
 def unique_id():
@@ -22,6 +27,7 @@ def reset():
     # The supervisor sees the mark and restarts the interpreter (the pty stays open,
     # as a USB UART does); nothing runs after this, as on a board.
     import time
+
     _vboard.write("reset", "soft")
     while True:
         time.sleep(1)

@@ -6,6 +6,7 @@ straight from the records (Spark goes through the windows) and slopes with regr_
 
 It assumes clean input (the generator's): records missing a required field are dropped.
 """
+
 import math
 import re
 
@@ -18,10 +19,24 @@ HOUR_MS = 3_600_000
 SILENT_AFTER_S = 30 * 60
 EXPECTED = ("power_on", "deliberate")
 COLUMNS = {
-    "device_id": "VARCHAR", "fw_version": "VARCHAR", "boot_id": "BIGINT", "ts": "BIGINT", "seq": "BIGINT",
-    "uptime_s": "BIGINT", "heap_free": "BIGINT", "heap_min": "BIGINT", "rssi": "BIGINT", "vbat_mv": "BIGINT",
-    "reconnects": "BIGINT", "publish_fail": "BIGINT", "queue_drops": "BIGINT", "queue_depth": "BIGINT",
-    "store_used": "BIGINT", "publish_latency_ms": "DOUBLE", "reset_cause": "VARCHAR", "period_s": "BIGINT",
+    "device_id": "VARCHAR",
+    "fw_version": "VARCHAR",
+    "boot_id": "BIGINT",
+    "ts": "BIGINT",
+    "seq": "BIGINT",
+    "uptime_s": "BIGINT",
+    "heap_free": "BIGINT",
+    "heap_min": "BIGINT",
+    "rssi": "BIGINT",
+    "vbat_mv": "BIGINT",
+    "reconnects": "BIGINT",
+    "publish_fail": "BIGINT",
+    "queue_drops": "BIGINT",
+    "queue_depth": "BIGINT",
+    "store_used": "BIGINT",
+    "publish_latency_ms": "DOUBLE",
+    "reset_cause": "VARCHAR",
+    "period_s": "BIGINT",
     "rx_ts": "BIGINT",
 }
 
@@ -34,8 +49,16 @@ def _source(files, fmt):
     return "read_json(%s, format='newline_delimited', columns=%s)" % (lst, cols)
 
 
-def compute(files, fmt="ndjson", silent_after_s=SILENT_AFTER_S, min_cohort=5, z=3.5, threads=2,
-            memory_limit=None, clean_out=None):
+def compute(
+    files,
+    fmt="ndjson",
+    silent_after_s=SILENT_AFTER_S,
+    min_cohort=5,
+    z=3.5,
+    threads=2,
+    memory_limit=None,
+    clean_out=None,
+):
     """{table name: pandas DataFrame} for device_window, device_health, firmware_cohort, outliers,
     and clean_count. With clean_out, the deduplicated records are also written there as Parquet
     partitioned by date, as the Spark job writes its `clean` table (the bench wants equal work)."""
@@ -43,7 +66,8 @@ def compute(files, fmt="ndjson", silent_after_s=SILENT_AFTER_S, min_cohort=5, z=
     con.execute("SET threads = %d" % threads)
     if memory_limit:
         con.execute("SET memory_limit = '%s'" % memory_limit)
-    con.execute("""
+    con.execute(
+        """
         CREATE TEMP TABLE clean AS
         SELECT * EXCLUDE (rn),
                ts - ts %% %d AS window_ms, ts - ts %% %d AS hour_ms,
@@ -54,23 +78,38 @@ def compute(files, fmt="ndjson", silent_after_s=SILENT_AFTER_S, min_cohort=5, z=
               FROM %s
               WHERE device_id IS NOT NULL AND seq IS NOT NULL AND ts IS NOT NULL AND boot_id IS NOT NULL
                 AND fw_version IS NOT NULL AND period_s > 0)
-        WHERE rn = 1""" % (WINDOW_MS, HOUR_MS, _source(files, fmt)))
+        WHERE rn = 1"""
+        % (WINDOW_MS, HOUR_MS, _source(files, fmt))
+    )
     out = {"clean_count": con.execute("SELECT count(*) FROM clean").fetchone()[0]}
     if clean_out:
-        con.execute("""COPY (SELECT %s, copies, CAST(to_timestamp(ts / 1000.0) AT TIME ZONE 'UTC' AS DATE) AS date FROM clean)
-                       TO '%s' (FORMAT parquet, PARTITION_BY (date), OVERWRITE_OR_IGNORE)""" % (
-            ", ".join(COLUMNS), clean_out.replace("'", "''")))
+        con.execute(
+            """COPY (SELECT %s, copies, CAST(to_timestamp(ts / 1000.0) AT TIME ZONE 'UTC' AS DATE) AS date FROM clean)
+                       TO '%s' (FORMAT parquet, PARTITION_BY (date), OVERWRITE_OR_IGNORE)"""
+            % (", ".join(COLUMNS), clean_out.replace("'", "''"))
+        )
 
     def nearest_rank(group, col, ps, where):
-        pcols = ", ".join("max(x) FILTER (WHERE rn = ceil(%r * n)) AS p%s" % (p, str(p)[2:].ljust(2, "0"))
-                          for p in ps)
+        pcols = ", ".join(
+            "max(x) FILTER (WHERE rn = ceil(%r * n)) AS p%s" % (p, str(p)[2:].ljust(2, "0")) for p in ps
+        )
         return """(SELECT %s, %s FROM (
                      SELECT %s, %s AS x, row_number() OVER (PARTITION BY %s ORDER BY %s) AS rn,
                             count(*) OVER (PARTITION BY %s) AS n
                      FROM clean WHERE %s) GROUP BY %s)""" % (
-            group, pcols, group, col, group, col, group, where, group)
+            group,
+            pcols,
+            group,
+            col,
+            group,
+            col,
+            group,
+            where,
+            group,
+        )
 
-    out["device_window"] = con.execute("""
+    out["device_window"] = con.execute(
+        """
         WITH w AS (
             SELECT device_id, window_ms,
                    arg_max(fw_version, seq) AS fw_version,
@@ -89,10 +128,14 @@ def compute(files, fmt="ndjson", silent_after_s=SILENT_AFTER_S, min_cohort=5, z=
                    AS reconnects,
                unexpected_resets, period_s, min_seq, max_seq
         FROM w LEFT JOIN %s l USING (device_id, window_ms)
-        ORDER BY device_id, window_ms""" % nearest_rank(
-        "device_id, window_ms", "publish_latency_ms", (0.5, 0.95), "publish_latency_ms IS NOT NULL")).df()
+        ORDER BY device_id, window_ms"""
+        % nearest_rank(
+            "device_id, window_ms", "publish_latency_ms", (0.5, 0.95), "publish_latency_ms IS NOT NULL"
+        )
+    ).df()
 
-    out["device_health"] = con.execute("""
+    out["device_health"] = con.execute(
+        """
         WITH d AS (
             SELECT device_id, arg_max(fw_version, seq) AS fw_version, min(ts) AS first_ts, max(ts) AS last_ts,
                    sum(copies) AS records, count(*) AS distinct_seq, min(seq) AS min_seq, max(seq) AS max_seq,
@@ -117,12 +160,14 @@ def compute(files, fmt="ndjson", silent_after_s=SILENT_AFTER_S, min_cohort=5, z=
                active_hours, crash_free_hours, 100.0 * crash_free_hours / active_hours AS crash_free_hours_pct,
                reconnects / active_hours AS reconnects_per_hour,
                CASE WHEN b.sxx > 0 THEN -b.sxy / b.sxx END AS heap_leak_bytes_per_hour
-        FROM d JOIN b USING (device_id) JOIN h USING (device_id) ORDER BY device_id""" % (
-        silent_after_s * 1000)).df()
+        FROM d JOIN b USING (device_id) JOIN h USING (device_id) ORDER BY device_id"""
+        % (silent_after_s * 1000)
+    ).df()
 
     hours_fw = """(SELECT device_id, hour_ms, fw_version, max(unexpected) AS crashed FROM clean
                    GROUP BY device_id, hour_ms, fw_version)"""
-    cohort = con.execute("""
+    cohort = con.execute(
+        """
         WITH h AS (SELECT fw_version, count(DISTINCT device_id) AS devices, count(*) AS device_hours,
                           sum(1 - crashed) AS crash_free_hours FROM %s GROUP BY fw_version),
              r AS (SELECT fw_version, count(*) AS records, sum(unexpected) AS unexpected_resets
@@ -131,8 +176,12 @@ def compute(files, fmt="ndjson", silent_after_s=SILENT_AFTER_S, min_cohort=5, z=
                rs.p05 AS rssi_p05, rs.p50 AS rssi_p50, la.p50 AS latency_p50, la.p95 AS latency_p95,
                r.unexpected_resets
         FROM h JOIN r USING (fw_version) LEFT JOIN %s rs USING (fw_version) LEFT JOIN %s la USING (fw_version)
-        """ % (hours_fw, nearest_rank("fw_version", "rssi", (0.05, 0.5), "rssi IS NOT NULL"),
-               nearest_rank("fw_version", "publish_latency_ms", (0.5, 0.95), "publish_latency_ms IS NOT NULL"))
+        """
+        % (
+            hours_fw,
+            nearest_rank("fw_version", "rssi", (0.05, 0.5), "rssi IS NOT NULL"),
+            nearest_rank("fw_version", "publish_latency_ms", (0.5, 0.95), "publish_latency_ms IS NOT NULL"),
+        )
     ).df()
     con.register("dw", out["device_window"])
     ws = con.execute("""SELECT fw_version, avg(coverage) AS mean_coverage, avg(loss_rate) AS mean_loss_rate,
@@ -156,9 +205,11 @@ def version_key(v):
 def outliers(health, min_cohort=5, z=3.5):
     rows = []
     metrics = ["loss_rate", "reconnects_per_hour", "heap_leak_bytes_per_hour", "vbat_drop_per_hour"]
-    for (fw, metric), g in health.melt(id_vars=["device_id", "fw_version"], value_vars=metrics,
-                                       var_name="metric").dropna(subset=["value"]).groupby(["fw_version",
-                                                                                            "metric"]):
+    for (fw, metric), g in (
+        health.melt(id_vars=["device_id", "fw_version"], value_vars=metrics, var_name="metric")
+        .dropna(subset=["value"])
+        .groupby(["fw_version", "metric"])
+    ):
         vals = g["value"].astype(float)
         if len(vals) < min_cohort:
             continue
@@ -173,10 +224,31 @@ def outliers(health, min_cohort=5, z=3.5):
             else:
                 continue
             if s > z:
-                rows.append({"device_id": dev, "fw_version": fw, "metric": metric, "value": v,
-                             "cohort_median": med, "cohort_mad": mad, "cohort_devices": len(vals), "score": s})
-    return pd.DataFrame(rows, columns=["device_id", "fw_version", "metric", "value", "cohort_median",
-                                       "cohort_mad", "cohort_devices", "score"])
+                rows.append(
+                    {
+                        "device_id": dev,
+                        "fw_version": fw,
+                        "metric": metric,
+                        "value": v,
+                        "cohort_median": med,
+                        "cohort_mad": mad,
+                        "cohort_devices": len(vals),
+                        "score": s,
+                    }
+                )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "device_id",
+            "fw_version",
+            "metric",
+            "value",
+            "cohort_median",
+            "cohort_mad",
+            "cohort_devices",
+            "score",
+        ],
+    )
 
 
 def to_ms(series):
@@ -206,12 +278,15 @@ def differences(spark_df, ref_df, keys, rel=1e-9, abs_tol=1e-9, limit=10):
             both_nan = s.isna() & r.isna()
             close = np.isclose(s, r, rtol=rel, atol=abs_tol) | both_nan
         else:
-            close = (s.astype(object).where(s.notna(), None) == r.astype(object).where(r.notna(), None)) | \
-                    (s.isna() & r.isna())
+            close = (s.astype(object).where(s.notna(), None) == r.astype(object).where(r.notna(), None)) | (
+                s.isna() & r.isna()
+            )
         bad = m[~close]
         if len(bad):
-            problems.append("%s differs in %d rows, e.g. %s" % (
-                c, len(bad), bad[keys + [c + "_s", c + "_r"]].head(3).to_dict("records")))
+            problems.append(
+                "%s differs in %d rows, e.g. %s"
+                % (c, len(bad), bad[keys + [c + "_s", c + "_r"]].head(3).to_dict("records"))
+            )
     return problems
 
 

@@ -1,5 +1,6 @@
 """Fixtures for the Spark analytics tests: one local SparkSession for the whole session, and a real
 Spark standalone cluster (a master and two workers on loopback) for the tests that need one."""
+
 import os
 import subprocess
 import sys
@@ -13,8 +14,13 @@ FW = [sys.executable, "-m", "fleetwire.tools.cli"]
 def spark():
     """local[2], two shuffle partitions, no UI; stopped at the end of the session."""
     from fleetwire.host.analytics import session
-    s = session.build("local[2]", app="fleetwire-tests", shuffle_partitions=2,
-                      extra={"spark.driver.memory": "2g", "spark.default.parallelism": "2"})
+
+    s = session.build(
+        "local[2]",
+        app="fleetwire-tests",
+        shuffle_partitions=2,
+        extra={"spark.driver.memory": "2g", "spark.default.parallelism": "2"},
+    )
     yield s
     s.stop()
 
@@ -24,6 +30,7 @@ def spark_cluster(tmp_path_factory):
     """A Spark standalone cluster from pyspark's own spark-class: a master and two workers (one core
     each) on 127.0.0.1, each worker with its own work directory. Yields the master's URL."""
     from fleetwire.host.analytics.standalone import Cluster
+
     with Cluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, cores=1, memory="1g") as c:
         yield c.url
 
@@ -31,8 +38,14 @@ def spark_cluster(tmp_path_factory):
 def report_cli(*args, cwd=None, timeout=600):
     """`fleetwire report ARGS` as a user runs it (the driver on loopback)."""
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
-    return subprocess.run(FW + ["report"] + [str(a) for a in args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=cwd)
+    return subprocess.run(
+        FW + ["report"] + [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+    )
 
 
 @pytest.fixture
@@ -45,9 +58,11 @@ def run_job(spark):
         kw.setdefault("report", False)
         res = job.run(spark, job.Config(input=str(input), out=str(out), log=lines.append, **kw))
         return res, lines
+
     return run
 
 
 def table(out, name):
     import pandas as pd
+
     return pd.read_parquet(str(out) + "/" + name)

@@ -1,5 +1,6 @@
 """The Spark job and an independent DuckDB implementation of the same definitions
 (analytics_reference.py) agree on a generated fleet of ~100k records."""
+
 import pytest
 
 from fleetwire.host.analytics import generator
@@ -7,13 +8,18 @@ from fleetwire.host.analytics import generator
 import analytics_reference as R
 from conftest import table
 
-KEYS = {"device_window": ["device_id", "window_ms"], "device_health": ["device_id"],
-        "firmware_cohort": ["fw_version"], "outliers": ["device_id", "metric"]}
+KEYS = {
+    "device_window": ["device_id", "window_ms"],
+    "device_health": ["device_id"],
+    "firmware_cohort": ["fw_version"],
+    "outliers": ["device_id", "metric"],
+}
 
 
 @pytest.fixture(scope="module")
 def both(spark, tmp_path_factory):
     from fleetwire.host.analytics import job
+
     root = tmp_path_factory.mktemp("fleet-landing")
     df = generator.generate(devices=70, hours=24, seed=3)
     files = generator.write_landing(df, str(root))

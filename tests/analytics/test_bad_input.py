@@ -1,5 +1,6 @@
 """Input the job cannot fully use: it says what is wrong, counts what it skipped, and carries
 on with the rest; never a bare Java stack trace."""
+
 import json
 import os
 import subprocess
@@ -36,6 +37,7 @@ def test_only_empty_files_means_no_usable_records(run_job, tmp_path):
 def messy(spark, tmp_path_factory):
     """The known landing zone plus a file of bad lines, a binary file and a dangling link."""
     from fleetwire.host.analytics import job
+
     root = write_known(tmp_path_factory.mktemp("messy"))
     d = root / "date=2026-01-05" / "hour=02"
     d.mkdir(parents=True)
@@ -43,8 +45,8 @@ def messy(spark, tmp_path_factory):
     bad = [
         "this is not json",
         "[1, 2, 3]",
-        json.dumps(dict(good, seq="forty-two")),              # mistyped
-        json.dumps(dict(good, rssi="strong", seq=999)),       # mistyped
+        json.dumps(dict(good, seq="forty-two")),  # mistyped
+        json.dumps(dict(good, rssi="strong", seq=999)),  # mistyped
         json.dumps({k: v for k, v in good.items() if k != "device_id"}),
         json.dumps({k: v for k, v in good.items() if k != "seq"}),
         json.dumps({k: v for k, v in dict(good, seq=998).items() if k != "seq"}),
@@ -63,8 +65,13 @@ def messy(spark, tmp_path_factory):
 def test_bad_records_are_counted_by_reason(messy):
     res, _, _ = messy
     q = res.quality
-    assert q["skipped"] == {"malformed": 3, "mistyped": 2, "missing_device_id": 2, "missing_seq": 2,
-                            "bad_period": 1}
+    assert q["skipped"] == {
+        "malformed": 3,
+        "mistyped": 2,
+        "missing_device_id": 2,
+        "missing_seq": 2,
+        "bad_period": 1,
+    }
     assert q["skipped_records"] == 10
     assert q["valid_records"] == 26 and q["clean_records"] == 23
 
@@ -94,21 +101,47 @@ def test_the_tables_hold_only_the_good_records(messy):
 
 
 def test_the_cli_reports_a_missing_landing_zone_in_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "report", "--input",
-                        str(tmp_path / "nowhere"), "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "report",
+            "--input",
+            str(tmp_path / "nowhere"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "fleetwire report: error: landing zone %s does not exist (expected "
-        "LANDING/date=YYYY-MM-DD/hour=HH/*.ndjson)" % (tmp_path / "nowhere")]
+        "LANDING/date=YYYY-MM-DD/hour=HH/*.ndjson)" % (tmp_path / "nowhere")
+    ]
 
 
 def test_the_cli_explains_input_with_no_usable_record_without_a_java_trace(tmp_path):
     d = tmp_path / "landing" / "date=2026-01-05" / "hour=00"
     d.mkdir(parents=True)
     (d / "part-00000.ndjson").write_text('not json\n{"device_id": "x"}\n')
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "report", "--input",
-                        str(tmp_path / "landing"), "--out", str(tmp_path / "out"), "--no-report"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "report",
+            "--input",
+            str(tmp_path / "landing"),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "fleetwire report: error: no usable records" in r.stderr
     assert "skipped 1 records: not a JSON object" in r.stderr and "skipped 1 records: missing seq" in r.stderr

@@ -1,6 +1,7 @@
 """`fleetwire report` on a real Spark standalone cluster (a master and two workers from pyspark's own
 spark-class, each worker with its own work directory, on loopback): the same tables as on local[2],
 batch and incremental, with every output where --out says and nothing anywhere else."""
+
 import os
 
 import pytest
@@ -10,8 +11,12 @@ from fleetwire.host.analytics import generator
 import analytics_reference as R
 from conftest import report_cli, table
 
-KEYS = {"device_window": ["device_id", "window_start"], "device_health": ["device_id"],
-        "firmware_cohort": ["fw_version"], "outliers": ["device_id", "metric"]}
+KEYS = {
+    "device_window": ["device_id", "window_start"],
+    "device_health": ["device_id"],
+    "firmware_cohort": ["fw_version"],
+    "outliers": ["device_id", "metric"],
+}
 CUT = generator.parse_time(generator.DEFAULT_START) + 2 * 3600_000
 
 
@@ -20,12 +25,15 @@ def fleet(tmp_path_factory, spark):
     """A 4-hour fleet landed whole (for the batch runs) and its first two hours (for the incremental
     ones), and the local[2] batch run over all of it."""
     from fleetwire.host.analytics import job
+
     base = tmp_path_factory.mktemp("cluster-fleet")
     df = generator.generate(devices=20, hours=4, seed=5)
     generator.write_landing(df, str(base / "landing"))
     generator.write_landing(df[df.rx_ts < CUT], str(base / "landing-inc"))
-    job.run(spark, job.Config(input=str(base / "landing"), out=str(base / "local"), report=False,
-                              log=lambda m: None))
+    job.run(
+        spark,
+        job.Config(input=str(base / "landing"), out=str(base / "local"), report=False, log=lambda m: None),
+    )
     return base, df
 
 
@@ -46,8 +54,15 @@ def on_cluster(spark_cluster, fleet):
     base, _ = fleet
     cwd = base / "cwd"
     cwd.mkdir()
-    r = report_cli("--master", spark_cluster, "--input", "file://%s" % (base / "landing"),
-                   "--out", "file://%s" % (base / "results" / "cluster"), cwd=cwd)
+    r = report_cli(
+        "--master",
+        spark_cluster,
+        "--input",
+        "file://%s" % (base / "landing"),
+        "--out",
+        "file://%s" % (base / "results" / "cluster"),
+        cwd=cwd,
+    )
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     return base / "results" / "cluster", cwd, r
 
@@ -60,7 +75,7 @@ def test_the_report_on_a_standalone_cluster_matches_the_local_run_table_by_table
 
 def test_file_uris_leave_nothing_outside_out(on_cluster):
     out, cwd, _ = on_cluster
-    assert os.listdir(cwd) == []                                   # no stray ./file:/... tree
+    assert os.listdir(cwd) == []  # no stray ./file:/... tree
     assert os.listdir(out.parent) == ["cluster"]
     for name in ("quality.json", "report.html", "plots/rssi.png", "csv/device_health.csv"):
         assert (out / name).is_file(), name
@@ -69,10 +84,14 @@ def test_file_uris_leave_nothing_outside_out(on_cluster):
 def test_the_incremental_report_on_a_standalone_cluster_matches_the_local_batch_run(spark_cluster, fleet):
     base, df = fleet
     landing, out = base / "landing-inc", "file://%s" % (base / "results-inc" / "cluster")
-    first = report_cli("--master", spark_cluster, "--input", landing, "--out", out, "--incremental", "--no-report")
+    first = report_cli(
+        "--master", spark_cluster, "--input", landing, "--out", out, "--incremental", "--no-report"
+    )
     assert first.returncode == 0, first.stdout + first.stderr[-3000:]
     generator.write_landing(df[df.rx_ts >= CUT], str(landing))
-    second = report_cli("--master", spark_cluster, "--input", landing, "--out", out, "--incremental", "--no-report")
+    second = report_cli(
+        "--master", spark_cluster, "--input", landing, "--out", out, "--incremental", "--no-report"
+    )
     assert second.returncode == 0, second.stdout + second.stderr[-3000:]
     assert "incremental: 2 new files, %d new usable records" % (df.rx_ts >= CUT).sum() in second.stdout
     same_tables(base / "results-inc" / "cluster", base / "local")

@@ -1,5 +1,6 @@
 """--incremental: each run reads only the files it has not seen, every record counts exactly once,
 and a run that dies is finished by the next."""
+
 import pandas as pd
 import pytest
 
@@ -23,18 +24,24 @@ def test_each_run_reads_only_new_files_and_counts_each_record_once(run_job, flee
 
     r1, log1 = run_job(landing, out, incremental=True)
     assert (r1.new_files, r1.new_records) == (len(files1), len(first))
-    assert any("incremental: %d new files, %d new usable records" % (len(files1), len(first)) in l for l in log1)
+    assert any(
+        "incremental: %d new files, %d new usable records" % (len(files1), len(first)) in l for l in log1
+    )
     assert len(table(out, "clean")) == len(first.drop_duplicates(["device_id", "seq"]))
 
     files2 = generator.write_landing(second, str(landing))
     r2, _ = run_job(landing, out, incremental=True)
-    assert (r2.new_files, r2.new_records) == (len(files2), len(second))   # not the first hours again
+    assert (r2.new_files, r2.new_records) == (len(files2), len(second))  # not the first hours again
     whole = pd.concat([first, second])
     assert r2.quality["valid_records"] == len(whole)
-    assert r2.quality["clean_records"] == len(table(out, "clean")) == len(whole.drop_duplicates(["device_id", "seq"]))
+    assert (
+        r2.quality["clean_records"]
+        == len(table(out, "clean"))
+        == len(whole.drop_duplicates(["device_id", "seq"]))
+    )
     health2 = table(out, "device_health").sort_values("device_id").reset_index(drop=True)
 
-    r3, _ = run_job(landing, out, incremental=True)                        # nothing new
+    r3, _ = run_job(landing, out, incremental=True)  # nothing new
     assert (r3.new_files, r3.new_records) == (0, 0)
     assert r3.quality["valid_records"] == len(whole)
     health3 = table(out, "device_health").sort_values("device_id").reset_index(drop=True)
@@ -42,29 +49,39 @@ def test_each_run_reads_only_new_files_and_counts_each_record_once(run_job, flee
 
     # the same tables as one batch run over everything
     run_job(landing, tmp_path / "batch")
-    for name, keys in (("device_health", ["device_id"]), ("device_window", ["device_id", "window_start"]),
-                       ("firmware_cohort", ["fw_version"])):
+    for name, keys in (
+        ("device_health", ["device_id"]),
+        ("device_window", ["device_id", "window_start"]),
+        ("firmware_cohort", ["fw_version"]),
+    ):
         assert R.differences(table(out, name), table(tmp_path / "batch", name), keys) == [], name
 
 
 def test_a_run_that_dies_before_it_commits_is_finished_by_the_next_without_counting_twice(
-        run_job, fleet, tmp_path, monkeypatch):
+    run_job, fleet, tmp_path, monkeypatch
+):
     from fleetwire.host.analytics import incremental
+
     first, _ = fleet
     landing, out = tmp_path / "landing", tmp_path / "out"
     generator.write_landing(first, str(landing))
 
-    def killed(self, snap):   # the tables are written; the process dies before the checkpoint says so
+    def killed(self, snap):  # the tables are written; the process dies before the checkpoint says so
         raise KeyboardInterrupt
+
     with monkeypatch.context() as m:
         m.setattr(incremental.Checkpoint, "commit", killed)
         with pytest.raises(KeyboardInterrupt):
             run_job(landing, out, incremental=True)
     r, log = run_job(landing, out, incremental=True)
     assert any("finishing run 1, which stopped before it committed" in line for line in log)
-    assert r.new_records == len(first)                  # the same files, staged again ...
-    assert r.quality["valid_records"] == len(first)     # ... in place of the first attempt's
-    assert r.quality["clean_records"] == len(table(out, "clean")) == len(first.drop_duplicates(["device_id", "seq"]))
+    assert r.new_records == len(first)  # the same files, staged again ...
+    assert r.quality["valid_records"] == len(first)  # ... in place of the first attempt's
+    assert (
+        r.quality["clean_records"]
+        == len(table(out, "clean"))
+        == len(first.drop_duplicates(["device_id", "seq"]))
+    )
     again, _ = run_job(landing, out, incremental=True)
     assert (again.new_files, again.new_records) == (0, 0)
 
@@ -84,12 +101,18 @@ def ts_hours(records):
 
 
 def same_tables(out, ref):
-    keys = {"device_window": ["device_id", "window_start"], "device_health": ["device_id"],
-            "firmware_cohort": ["fw_version"], "outliers": ["device_id", "metric"]}
+    keys = {
+        "device_window": ["device_id", "window_start"],
+        "device_health": ["device_id"],
+        "firmware_cohort": ["fw_version"],
+        "outliers": ["device_id", "metric"],
+    }
     for name, k in keys.items():
         assert R.differences(table(out, name), table(ref, name), k) == [], name
     cols = [c for c in table(ref, "clean").columns if c not in ("date", "hour")]
-    a, b = (table(o, "clean")[cols].sort_values(["device_id", "seq"]).reset_index(drop=True) for o in (out, ref))
+    a, b = (
+        table(o, "clean")[cols].sort_values(["device_id", "seq"]).reset_index(drop=True) for o in (out, ref)
+    )
     assert a.equals(b), "clean"
 
 
@@ -97,14 +120,18 @@ def same_tables(out, ref):
 def month(spark, tmp_path_factory):
     """Thirty days of a small fleet run incrementally, then one hour more; and a batch run over all."""
     from fleetwire.host.analytics import job
+
     base = tmp_path_factory.mktemp("month")
     df = generator.generate(devices=3, hours=30 * 24 + 1, seed=13)
     cut = generator.parse_time(generator.DEFAULT_START) + 30 * 24 * 3600_000
     old, new = df[df.rx_ts < cut], df[df.rx_ts >= cut]
 
     def run(out, **kw):
-        return job.run(spark, job.Config(input=str(base / "landing"), out=str(out), report=False,
-                                         log=lambda m: None, **kw))
+        return job.run(
+            spark,
+            job.Config(input=str(base / "landing"), out=str(out), report=False, log=lambda m: None, **kw),
+        )
+
     generator.write_landing(old, str(base / "landing"))
     first = run(base / "out", incremental=True)
     before = partitions(base / "out")
@@ -126,17 +153,26 @@ def test_the_hour_more_rewrote_only_the_partitions_of_its_records(month):
     base, old, new, _, second, before, after = month
     changed = {k for k in after if before.get(k) != after[k]}
     assert changed == {(t, h) for t in ("clean", "device_window") for h in ts_hours(new)}
-    assert len(before) == 2 * len(ts_hours(old))                     # nothing else was added or dropped
+    assert len(before) == 2 * len(ts_hours(old))  # nothing else was added or dropped
     assert set(before) - set(after) == set()
 
 
 def test_a_run_with_nothing_new_starts_no_spark_job(month, spark):
     from fleetwire.host.analytics import job
+
     base = month[0]
     tracker = spark.sparkContext.statusTracker()
     jobs = len(tracker.getJobIdsForGroup(None))
-    r = job.run(spark, job.Config(input=str(base / "landing"), out=str(base / "out"), incremental=True,
-                                  report=False, log=lambda m: None))
+    r = job.run(
+        spark,
+        job.Config(
+            input=str(base / "landing"),
+            out=str(base / "out"),
+            incremental=True,
+            report=False,
+            log=lambda m: None,
+        ),
+    )
     assert (r.new_files, r.new_records) == (0, 0)
     assert len(tracker.getJobIdsForGroup(None)) == jobs
     assert r.quality["clean_records"] == month[4].quality["clean_records"]
@@ -150,7 +186,7 @@ def test_a_late_file_recomputes_its_hours_and_the_windows_that_chain_to_them(run
     generator.write_landing(df.drop(late.index), str(landing))
     run_job(landing, out, incremental=True)
     before = partitions(out)
-    generator.write_landing(late, str(landing))                      # hour 01's file lands last
+    generator.write_landing(late, str(landing))  # hour 01's file lands last
     r, _ = run_job(landing, out, incremental=True)
     after = partitions(out)
     changed = {k for k in after if before.get(k) != after[k]}
@@ -162,15 +198,23 @@ def test_a_late_file_recomputes_its_hours_and_the_windows_that_chain_to_them(run
     same_tables(out, tmp_path / "batch")
 
 
-
 def test_a_landing_zone_moved_elsewhere_keeps_its_files_seen(month, spark, tmp_path):
     """The checkpoint knows a file by its name under the landing zone, not by its absolute URI: the
     zone copied to another directory, and named there by a file:// URI, has nothing new."""
     import shutil
     from fleetwire.host.analytics import job
+
     base = month[0]
     moved = tmp_path / "moved"
     shutil.copytree(base / "landing", moved)
-    r = job.run(spark, job.Config(input="file://%s" % moved, out=str(base / "out"), incremental=True,
-                                  report=False, log=lambda m: None))
+    r = job.run(
+        spark,
+        job.Config(
+            input="file://%s" % moved,
+            out=str(base / "out"),
+            incremental=True,
+            report=False,
+            log=lambda m: None,
+        ),
+    )
     assert (r.new_files, r.new_records) == (0, 0)

@@ -8,6 +8,7 @@ T is 2026-01-05 00:00 UTC; all devices report every 60 s.
         watchdog reset at minute 62; mains powered (no vbat_mv); constant heap per boot.
   dev-c (1.0.0) minutes 0..4: seq 300..304, then silent.
 """
+
 import pytest
 
 from fleetwire.host.analytics import generator
@@ -21,10 +22,27 @@ MIN = 60_000
 
 def rec(dev, fw, k, seq, boot, up, heap, rssi, lat, vbat, rec_, cause=None, offset=1000, rx_delay=500):
     ts = T + k * MIN + offset
-    return {"device_id": dev, "fw_version": fw, "boot_id": boot, "ts": ts, "seq": seq, "uptime_s": up,
-            "heap_free": heap, "heap_min": heap - 100, "rssi": rssi, "vbat_mv": vbat, "reconnects": rec_,
-            "publish_fail": 0, "queue_drops": 0, "queue_depth": 0, "store_used": 0,
-            "publish_latency_ms": lat, "reset_cause": cause, "period_s": 60, "rx_ts": ts + rx_delay}
+    return {
+        "device_id": dev,
+        "fw_version": fw,
+        "boot_id": boot,
+        "ts": ts,
+        "seq": seq,
+        "uptime_s": up,
+        "heap_free": heap,
+        "heap_min": heap - 100,
+        "rssi": rssi,
+        "vbat_mv": vbat,
+        "reconnects": rec_,
+        "publish_fail": 0,
+        "queue_drops": 0,
+        "queue_depth": 0,
+        "store_used": 0,
+        "publish_latency_ms": lat,
+        "reset_cause": cause,
+        "period_s": 60,
+        "rx_ts": ts + rx_delay,
+    }
 
 
 def device_a():
@@ -43,32 +61,39 @@ def device_a():
 
 def device_b():
     b = lambda k, *r, **kw: rec("dev-b", "1.1.0", k, *r, offset=2000, **kw)  # noqa: E731
-    return ([b(k, 200 + k, 7, 100 + 60 * k, 40000, -80, 100, None, 1) for k in range(5)]
-            + [b(60, 205, 7, 3700, 40000, -80, 100, None, 2), b(61, 206, 7, 3760, 40000, -80, 100, None, 2),
-               b(62, 207, 8, 5, 41000, -80, 100, None, 2, "watchdog"),
-               b(63, 208, 8, 65, 41000, -80, 100, None, 2), b(64, 209, 8, 125, 41000, -80, 100, None, 2)])
+    return [b(k, 200 + k, 7, 100 + 60 * k, 40000, -80, 100, None, 1) for k in range(5)] + [
+        b(60, 205, 7, 3700, 40000, -80, 100, None, 2),
+        b(61, 206, 7, 3760, 40000, -80, 100, None, 2),
+        b(62, 207, 8, 5, 41000, -80, 100, None, 2, "watchdog"),
+        b(63, 208, 8, 65, 41000, -80, 100, None, 2),
+        b(64, 209, 8, 125, 41000, -80, 100, None, 2),
+    ]
 
 
 def device_c():
-    return [rec("dev-c", "1.0.0", k, 300 + k, 3, 1000 + 60 * k, 30000, -50, 5, 3700, 0, offset=3000)
-            for k in range(5)]
+    return [
+        rec("dev-c", "1.0.0", k, 300 + k, 3, 1000 + 60 * k, 30000, -50, 5, 3700, 0, offset=3000)
+        for k in range(5)
+    ]
 
 
 def write_known(root):
     a, b, c = device_a(), device_b(), device_c()
     hour0 = [r for r in a + b + c if r["rx_ts"] < T + 60 * MIN]
     hour1 = [r for r in a + b + c if r["rx_ts"] >= T + 60 * MIN]
-    dup103 = dict(a[2], rx_ts=T + 61 * MIN)          # the copy arrives an hour-file later
+    dup103 = dict(a[2], rx_ts=T + 61 * MIN)  # the copy arrives an hour-file later
     dup108 = [dict(a[6], rx_ts=a[6]["rx_ts"] + 1000 * i) for i in (1, 2)]
     generator.write_records(hour0, str(root / "date=2026-01-05" / "hour=00" / "part-00000.ndjson"))
-    generator.write_records(hour1 + [dup103] + dup108,
-                            str(root / "date=2026-01-05" / "hour=01" / "part-00000.ndjson"))
+    generator.write_records(
+        hour1 + [dup103] + dup108, str(root / "date=2026-01-05" / "hour=01" / "part-00000.ndjson")
+    )
     return root
 
 
 @pytest.fixture(scope="module")
 def known(spark, tmp_path_factory):
     from fleetwire.host.analytics import job
+
     root = write_known(tmp_path_factory.mktemp("known-landing"))
     out = tmp_path_factory.mktemp("known-out")
     res = job.run(spark, job.Config(input=str(root), out=str(out), report=False, log=lambda m: None))
@@ -77,8 +102,12 @@ def known(spark, tmp_path_factory):
 
 def rows(out, name, key):
     df = table(out, name)
-    return {k: r for k, r in zip(df[key] if isinstance(key, str) else zip(*(df[x] for x in key)),
-                                 df.to_dict("records"))}
+    return {
+        k: r
+        for k, r in zip(
+            df[key] if isinstance(key, str) else zip(*(df[x] for x in key)), df.to_dict("records")
+        )
+    }
 
 
 def test_quality_counts_every_delivery_and_the_duplicates(known):
@@ -97,14 +126,15 @@ def test_clean_keeps_one_record_per_seq_with_the_earliest_arrival(known):
     a = clean[clean.device_id == "dev-a"].set_index("seq")
     assert sorted(a.index) == [100, 101, 103, 104, 105, 106, 108, 109]
     assert a.loc[103, "copies"] == 2 and a.loc[108, "copies"] == 3 and a.loc[100, "copies"] == 1
-    assert a.loc[103, "rx_ts"] == device_a()[2]["rx_ts"]      # not the copy an hour later
+    assert a.loc[103, "rx_ts"] == device_a()[2]["rx_ts"]  # not the copy an hour later
     assert set(clean["date"].astype(str)) == {"2026-01-05"}
-    assert (out / "clean" / "date=2026-01-05").is_dir()    # partitioned by date
+    assert (out / "clean" / "date=2026-01-05").is_dir()  # partitioned by date
 
 
 def test_device_window_for_a_window_with_a_gap_and_a_duplicate(known):
     w = rows(known[1], "device_window", ("device_id", "window_start"))
     import pandas as pd
+
     first = w[("dev-a", pd.Timestamp("2026-01-05 00:55:00"))]
     assert first["fw_version"] == "1.0.0"
     assert (first["records"], first["distinct_seq"], first["dup_records"]) == (5, 4, 1)
@@ -112,14 +142,15 @@ def test_device_window_for_a_window_with_a_gap_and_a_duplicate(known):
     assert first["loss_rate"] == pytest.approx(1 - 4 / 5)
     assert (first["rssi_min"], first["rssi_max"]) == (-66, -60)
     assert first["rssi_avg"] == pytest.approx(-63.0)
-    assert (first["latency_p50"], first["latency_p95"]) == (20, 50)   # ranks ceil(.5*4)=2, ceil(.95*4)=4
+    assert (first["latency_p50"], first["latency_p95"]) == (20, 50)  # ranks ceil(.5*4)=2, ceil(.95*4)=4
     assert first["heap_delta"] == 49600 - 50000
     assert first["reconnects"] == 6 - 5
-    assert first["unexpected_resets"] == 0                          # power_on is expected
+    assert first["unexpected_resets"] == 0  # power_on is expected
 
 
 def test_device_window_for_a_window_with_a_panic(known):
     import pandas as pd
+
     w = rows(known[1], "device_window", ("device_id", "window_start"))
     second = w[("dev-a", pd.Timestamp("2026-01-05 01:00:00"))]
     assert (second["records"], second["distinct_seq"], second["dup_records"]) == (6, 4, 2)
@@ -127,7 +158,7 @@ def test_device_window_for_a_window_with_a_panic(known):
     assert (second["rssi_min"], second["rssi_avg"], second["rssi_max"]) == (-74, -71.5, -70)
     assert (second["latency_p50"], second["latency_p95"]) == (60, 80)
     assert second["heap_delta"] == 51700 - 49500
-    assert second["reconnects"] == 8 - 6       # against the previous window's last record
+    assert second["reconnects"] == 8 - 6  # against the previous window's last record
     assert second["unexpected_resets"] == 1
     b = w[("dev-b", pd.Timestamp("2026-01-05 01:00:00"))]
     assert b["reconnects"] == 2 - 1 and b["heap_delta"] == 1000 and b["coverage"] == 1.0
@@ -142,7 +173,7 @@ def test_device_health(known):
     assert to_ms([a["last_seen"]])[0] == T + 64 * MIN + 1000
     assert (a["silent"], b["silent"], c["silent"]) == (False, False, True)
     assert a["coverage"] == pytest.approx(8 / 10) and a["loss_rate"] == pytest.approx(0.2)
-    assert b["coverage"] == pytest.approx(10 / 65) and b["loss_rate"] == 0   # offline, nothing lost
+    assert b["coverage"] == pytest.approx(10 / 65) and b["loss_rate"] == 0  # offline, nothing lost
     assert c["coverage"] == 1.0 and c["loss_rate"] == 0
     assert (a["reboots"], b["reboots"], c["reboots"]) == (1, 1, 0)
     assert (a["unexpected_resets"], b["unexpected_resets"], c["unexpected_resets"]) == (1, 1, 0)
@@ -157,7 +188,8 @@ def test_device_health(known):
     assert a["vbat_drop_per_hour"] == pytest.approx(60.0)
     assert c["vbat_drop_per_hour"] == pytest.approx(0.0, abs=1e-9)
     import math
-    assert math.isnan(b["vbat_min"]) and math.isnan(b["vbat_drop_per_hour"])   # mains powered
+
+    assert math.isnan(b["vbat_min"]) and math.isnan(b["vbat_drop_per_hour"])  # mains powered
 
 
 def test_firmware_cohort_compares_each_release_with_the_previous(known):
@@ -165,8 +197,8 @@ def test_firmware_cohort_compares_each_release_with_the_previous(known):
     old, new = f["1.0.0"], f["1.1.0"]
     assert (old["devices"], old["device_hours"], old["crash_free_hours"]) == (2, 3, 2)
     assert old["crash_free_hours_pct"] == pytest.approx(200 / 3)
-    assert (old["rssi_p05"], old["rssi_p50"]) == (-74, -62)          # ranks 1 and 7 of 13
-    assert (old["latency_p50"], old["latency_p95"]) == (20, 80)      # ranks 7 and 13 of 13
+    assert (old["rssi_p05"], old["rssi_p50"]) == (-74, -62)  # ranks 1 and 7 of 13
+    assert (old["latency_p50"], old["latency_p95"]) == (20, 80)  # ranks 7 and 13 of 13
     assert old["mean_coverage"] == pytest.approx((0.8 + 0.8 + 1.0) / 3)
     assert old["mean_loss_rate"] == pytest.approx((0.2 + 0.2 + 0) / 3)
     assert old["reconnects"] == 3 and old["reconnects_per_device_hour"] == pytest.approx(1.0)
@@ -185,17 +217,25 @@ def test_no_outliers_in_cohorts_below_the_minimum_size(known):
 
 def test_outliers_by_median_absolute_deviation(spark):
     from fleetwire.host.analytics import metrics
-    devs = [("d%d" % i, "2.0.0", loss, rc, 0.0, 1.0) for i, (loss, rc) in enumerate(
-        [(0.01, 1.0), (0.02, 1.0), (0.02, 1.0), (0.03, 1.0), (0.02, 1.0), (0.5, 9.0)])]
-    h = spark.createDataFrame(devs, "device_id string, fw_version string, loss_rate double, "
-                                    "reconnects_per_hour double, heap_leak_bytes_per_hour double, "
-                                    "vbat_drop_per_hour double")
+
+    devs = [
+        ("d%d" % i, "2.0.0", loss, rc, 0.0, 1.0)
+        for i, (loss, rc) in enumerate(
+            [(0.01, 1.0), (0.02, 1.0), (0.02, 1.0), (0.03, 1.0), (0.02, 1.0), (0.5, 9.0)]
+        )
+    ]
+    h = spark.createDataFrame(
+        devs,
+        "device_id string, fw_version string, loss_rate double, "
+        "reconnects_per_hour double, heap_leak_bytes_per_hour double, "
+        "vbat_drop_per_hour double",
+    )
     got = {(r["device_id"], r["metric"]): r for r in metrics.outliers(h).collect()}
     assert set(got) == {("d5", "loss_rate"), ("d5", "reconnects_per_hour")}
     loss = got[("d5", "loss_rate")]
     assert loss["cohort_median"] == pytest.approx(0.02) and loss["cohort_mad"] == pytest.approx(0.005)
     assert loss["score"] == pytest.approx(0.48 / (1.4826 * 0.005))
-    rc = got[("d5", "reconnects_per_hour")]   # MAD is 0: the mean absolute deviation stands in
+    rc = got[("d5", "reconnects_per_hour")]  # MAD is 0: the mean absolute deviation stands in
     assert rc["cohort_mad"] == 0 and rc["score"] == pytest.approx(8 / (1.2533 * 8 / 6))
     assert metrics.outliers(h, min_cohort=7).count() == 0
 
@@ -204,6 +244,6 @@ def test_since_leaves_out_earlier_records(run_job, tmp_path):
     root = write_known(tmp_path / "landing")
     res, _ = run_job(root, tmp_path / "out", since_ms=T + 60 * MIN)
     h = rows(tmp_path / "out", "device_health", "device_id")
-    assert set(h) == {"dev-a", "dev-b"}                    # dev-c stopped at minute 4
-    assert h["dev-a"]["distinct_seq"] == 4                 # seq 105, 106, 108, 109
-    assert res.quality["filtered_before_since"] == (4 + 1) + 5 + 5   # a: 4 and the copy of 103; b; c
+    assert set(h) == {"dev-a", "dev-b"}  # dev-c stopped at minute 4
+    assert h["dev-a"]["distinct_seq"] == 4  # seq 105, 106, 108, 109
+    assert res.quality["filtered_before_since"] == (4 + 1) + 5 + 5  # a: 4 and the copy of 103; b; c

@@ -1,5 +1,6 @@
 """`fleetwire gen-telemetry` and `fleetwire report` as a user runs them: a landing zone in,
 report.html with its plots and CSVs out, openable from disk."""
+
 import csv
 import os
 import re
@@ -14,12 +15,20 @@ FW = [sys.executable, "-m", "fleetwire.tools.cli"]
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory):
     base = tmp_path_factory.mktemp("cli")
-    g = subprocess.run(FW + ["gen-telemetry", "--devices", "15", "--hours", "3", "--out", str(base / "landing")],
-                       capture_output=True, text=True, timeout=120)
+    g = subprocess.run(
+        FW + ["gen-telemetry", "--devices", "15", "--hours", "3", "--out", str(base / "landing")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert g.returncode == 0, g.stderr
     assert re.match(r"wrote \d+ records \(15 devices, 3 hours\) in \d+ files under ", g.stdout)
-    r = subprocess.run(FW + ["report", "--input", str(base / "landing"), "--out", str(base / "out")],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        FW + ["report", "--input", str(base / "landing"), "--out", str(base / "out")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return base / "out", r
 
@@ -42,11 +51,15 @@ def test_report_html_references_only_files_that_exist(report_dir):
     page = (out / "report.html").read_text()
     imgs = re.findall(r"<img src='([^']+)'", page)
     links = re.findall(r"<a href='([^']+)'", page)
-    assert sorted(imgs) == ["plots/coverage_loss.png", "plots/crash_free.png", "plots/rssi.png",
-                            "plots/worst_devices.png"]
+    assert sorted(imgs) == [
+        "plots/coverage_loss.png",
+        "plots/crash_free.png",
+        "plots/rssi.png",
+        "plots/worst_devices.png",
+    ]
     assert {"csv/firmware_cohort.csv", "csv/outliers.csv", "csv/device_health.csv"} <= set(links)
     for rel in imgs + links:
-        assert not os.path.isabs(rel) and "://" not in rel         # opens from disk, no server
+        assert not os.path.isabs(rel) and "://" not in rel  # opens from disk, no server
         assert (out / rel).is_file(), rel
     for rel in imgs:
         data = (out / rel).read_bytes()
@@ -58,8 +71,15 @@ def test_the_csv_copies_hold_the_tables(report_dir):
     with open(out / "csv" / "firmware_cohort.csv") as f:
         rows = list(csv.DictReader(f))
     assert {r["fw_version"] for r in rows} == {"1.4.2", "1.5.0", "1.5.1"}
-    assert {"devices", "crash_free_hours_pct", "rssi_p05", "latency_p95", "mean_coverage",
-            "reconnects_per_device_hour", "prev_fw_version"} <= set(rows[0])
+    assert {
+        "devices",
+        "crash_free_hours_pct",
+        "rssi_p05",
+        "latency_p95",
+        "mean_coverage",
+        "reconnects_per_device_hour",
+        "prev_fw_version",
+    } <= set(rows[0])
     with open(out / "csv" / "device_health.csv") as f:
         assert len(list(csv.DictReader(f))) == 15
     page = (out / "report.html").read_text()
@@ -69,13 +89,34 @@ def test_the_csv_copies_hold_the_tables(report_dir):
 
 def test_report_runs_under_spark_submit(tmp_path, report_dir):
     import fleetwire.tools.report as mod
+
     submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1")
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
     landing = report_dir[0].parent / "landing"
-    r = subprocess.run([submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false", mod.__file__,
-                        "--input", str(landing), "--out", str(tmp_path / "out"), "--no-report"],
-                       capture_output=True, text=True, timeout=600, env=env)
+    r = subprocess.run(
+        [
+            submit,
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            mod.__file__,
+            "--input",
+            str(landing),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert (tmp_path / "out" / "device_health" / "_SUCCESS").exists()
     assert not (tmp_path / "out" / "report.html").exists()

@@ -10,7 +10,7 @@ MP = sys.implementation.name == "micropython"
 c = None
 v = None
 inbox = []
-events = []   # the last few events, as text (bounded: a long sweep must not fill the heap)
+events = []  # the last few events, as text (bounded: a long sweep must not fill the heap)
 counts = {"lost": 0, "connected": 0, "retry": 0, "discarded": 0}
 
 
@@ -33,6 +33,7 @@ def cb(topic, msg):
 
 def ssl_context(cmd):
     import ssl
+
     if MP:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.verify_mode = ssl.CERT_REQUIRED
@@ -47,14 +48,31 @@ def run(cmd):
     op = cmd["op"]
     if op == "init":
         kw = {}
-        for k in ("max_inflight", "queue_size", "max_packet", "max_subscriptions", "reconnect",
-                  "backoff_min", "backoff_max", "takeover_kicks", "drop_oldest"):
+        for k in (
+            "max_inflight",
+            "queue_size",
+            "max_packet",
+            "max_subscriptions",
+            "reconnect",
+            "backoff_min",
+            "backoff_max",
+            "takeover_kicks",
+            "drop_oldest",
+        ):
             if k in cmd:
                 kw[k] = cmd[k]
         if "io_timeout" in cmd:  # the client's timeout (the host side's is its own)
             kw["timeout"] = cmd["io_timeout"]
-        c = MQTTClient(cmd["id"], cmd["host"], cmd["port"], cmd.get("user"), cmd.get("password"),
-                       cmd.get("keepalive", 0), ssl_context(cmd) if cmd.get("tls") else None, **kw)
+        c = MQTTClient(
+            cmd["id"],
+            cmd["host"],
+            cmd["port"],
+            cmd.get("user"),
+            cmd.get("password"),
+            cmd.get("keepalive", 0),
+            ssl_context(cmd) if cmd.get("tls") else None,
+            **kw,
+        )
         c.set_callback(cb)
         c.on_disconnect = lambda reason: event("lost", "lost: %s" % reason)
         c.on_connect = lambda present: event("connected", "connected: %d" % present)
@@ -75,8 +93,11 @@ def run(cmd):
         block = cmd.get("block", True)
         while True:
             try:
-                return {"pid": c.publish(cmd["topic"], cmd["msg"], cmd.get("retain", False),
-                                         cmd.get("qos", 0), block=block)}
+                return {
+                    "pid": c.publish(
+                        cmd["topic"], cmd["msg"], cmd.get("retain", False), cmd.get("qos", 0), block=block
+                    )
+                }
             except QueueFull:
                 if block or not cmd.get("wait_room", True):
                     raise
@@ -100,6 +121,13 @@ def run(cmd):
         got = inbox[:]
         del inbox[:]
         return {"msgs": got}
+    if op == "wait":
+        # umqtt's way: wait_msg() until n messages are in
+        while len(inbox) < cmd.get("n", 1):
+            c.wait_msg()
+        got = inbox[:]
+        del inbox[:]
+        return {"msgs": got}
     if op == "loop":
         c.loop(0)
         for _ in range(cmd.get("ms", 100) // 20):
@@ -120,6 +148,7 @@ def run(cmd):
             from time import ticks_ms, ticks_diff
         except ImportError:
             import time
+
             ticks_ms = lambda: int(time.monotonic() * 1000)  # noqa: E731
             ticks_diff = lambda a, b: a - b  # noqa: E731
         n = counts["lost"]
@@ -143,8 +172,9 @@ def run(cmd):
         n = 0
         try:
             while n < cmd.get("max", 1000):
-                c.publish(cmd["topic"], "%s%04d" % (cmd.get("prefix", ""), n), False, cmd.get("qos", 1),
-                          block=False)
+                c.publish(
+                    cmd["topic"], "%s%04d" % (cmd.get("prefix", ""), n), False, cmd.get("qos", 1), block=False
+                )
                 n += 1
         except QueueFull as e:
             return {"accepted": n, "full": str(e)}
@@ -154,10 +184,10 @@ def run(cmd):
         global v
         from fleetwire.vitals import Vitals
         from fleetwire import board
+
         board.emulate["reset_cause"] = cmd.get("cause", "power_on")
         board._reset[0] = lambda: None  # the test restarts the process itself
-        v = Vitals(c, cmd["device_id"], cmd.get("fw", "1.0.0"), cmd.get("period", 60),
-                   state=cmd["state"])
+        v = Vitals(c, cmd["device_id"], cmd.get("fw", "1.0.0"), cmd.get("period", 60), state=cmd["state"])
         return {"boot_id": v.boot()}
     if op == "vitals_pub":
         for _ in range(cmd.get("n", 1)):

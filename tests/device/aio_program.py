@@ -16,12 +16,14 @@ events = {"lost": 0, "connected": 0, "retry": 0}
 def count(kind):
     def f(*a):
         events[kind] += 1
+
     return f
 
 
 async def main():
-    c = AsyncClient(cid, host, port, keepalive=5, reconnect=True, backoff_min=0.02,
-                    backoff_max=0.1, timeout=20)
+    c = AsyncClient(
+        cid, host, port, keepalive=5, reconnect=True, backoff_min=0.02, backoff_max=0.1, timeout=20
+    )
     c.set_callback(lambda t, m: got.append(m.decode()))
     c.on_disconnect = count("lost")
     c.on_connect = count("connected")

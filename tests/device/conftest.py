@@ -1,3 +1,4 @@
 """The device fixtures (tests/agents.py): `interp` runs each test on MicroPython
-(96 KB heap) and on CPython; `device(client_id)` starts the agent program."""
+(80 KB heap) and on CPython; `device(client_id)` starts the agent program."""
+
 from agents import interp, device  # noqa: F401

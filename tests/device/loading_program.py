@@ -9,7 +9,7 @@ seen = set(k for k in sys.modules if k.startswith("fleetwire"))
 
 def step(name):
     now = set(k for k in sys.modules if k.startswith("fleetwire"))
-    print("STEP", name, " ".join(sorted(m[len("fleetwire."):] for m in now - seen if m != "fleetwire")))
+    print("STEP", name, " ".join(sorted(m[len("fleetwire.") :] for m in now - seen if m != "fleetwire")))
     seen.update(now)
 
 

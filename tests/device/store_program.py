@@ -21,12 +21,11 @@ if flash_path.endswith(".partition"):
     # 8 x 1 KB: the emulated partition lives in the heap on the unix port (on a board it is flash)
     store = RingStore(NorFlash(8, block_size=1024, path=flash_path))
 else:
-    store = flash_path   # a directory: the client makes a FileStore of it
-c = MQTTClient("killed-device", "127.0.0.1", port, store=store, max_inflight=4,
-               max_packet=256, timeout=5)
+    store = flash_path  # a directory: the client makes a FileStore of it
+c = MQTTClient("killed-device", "127.0.0.1", port, store=store, max_inflight=4, max_packet=256, timeout=5)
 if mode == "publish":
     i = int(sys.argv[4])
-    last = i + int(sys.argv[5])   # publish at most this many, then wait to be killed
+    last = i + int(sys.argv[5])  # publish at most this many, then wait to be killed
     while i < last:
         try:
             c.publish(b"kill/test", b"%d" % i, qos=1 + i % 2, block=False)

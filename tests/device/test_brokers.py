@@ -1,6 +1,6 @@
 """The client end to end against every broker of the matrix (fleetwire.host.brokers:
 mosquitto, aedes, amqtt, RabbitMQ), as a device process on the MicroPython unix port
-(96 KB heap) and on CPython, with paho-mqtt as the other party: the client
+(80 KB heap) and on CPython, with paho-mqtt as the other party: the client
 interoperability scenarios, one test each.
 
 Where a broker departs from MQTT 3.1.1 the test asserts what that broker does (its
@@ -9,6 +9,7 @@ lists it) and the standard everywhere else, so a broker that changes either way 
 here; where a broker breaks the standard, the client copes (RabbitMQ's PUBACK for a
 QoS 2 message completes it). Brokers are shared by the session:
 each test uses topics and client ids of its own, and every client logs in."""
+
 import signal
 import time
 import zlib
@@ -57,8 +58,7 @@ def test_MQTT_3_1_2_6_and_3_2_2_2_a_clean_session_discards_the_persistent_one(de
     assert presents == {"always_present": [0, 1, 1, 0, 1]}.get(broker.quirk("session"), standard)
 
 
-def test_MQTT_3_1_2_6_a_clean_connect_starts_without_the_old_subscriptions(
-        device, broker, observer, tag):
+def test_MQTT_3_1_2_6_a_clean_connect_starts_without_the_old_subscriptions(device, broker, observer, tag):
     d = connect(device, broker, "cs1-" + tag, clean=False)
     d.call("sub", topic="fw/%s/old" % tag, qos=1)
     d.call("disconnect")
@@ -128,7 +128,8 @@ def test_messages_arrive_at_every_qos(device, broker, observer, tag):
 
 
 def test_MQTT_3_8_4_6_a_message_arrives_at_the_lower_of_its_qos_and_the_granted_qos(
-        device, broker, observer, tag):
+    device, broker, observer, tag
+):
     d = connect(device, broker, "down-" + tag)
     assert d.call("sub", topic="fw/%s/#" % tag, qos=1)["rc"] == 1
     obs = observer()
@@ -143,7 +144,8 @@ def test_MQTT_3_8_4_6_a_message_arrives_at_the_lower_of_its_qos_and_the_granted_
 
 
 def test_a_retained_message_reaches_later_subscribers_and_an_empty_one_clears_it(
-        device, broker, observer, tag):
+    device, broker, observer, tag
+):
     topic = "fw/%s/state" % tag
     d = connect(device, broker, "ret-" + tag)
     d.call("pub", topic=topic, msg="on", qos=1, retain=True)
@@ -267,7 +269,8 @@ def test_MQTT_3_10_4_1_unsubscribe_stops_delivery(device, broker, observer, tag)
 
 @pytest.mark.parametrize("higher", ["wildcard", "exact"])
 def test_MQTT_3_3_5_1_overlapping_subscriptions_deliver_at_the_highest_qos(
-        device, broker, observer, tag, higher):
+    device, broker, observer, tag, higher
+):
     # the lower subscription (QoS 0) first, then the higher (QoS 2)
     topic = "fw/%s/%s/x" % (tag, higher)
     wild = "fw/%s/%s/#" % (tag, higher)
@@ -310,12 +313,13 @@ def test_MQTT_4_7_2_1_a_wildcard_filter_matches_no_dollar_topic(device, broker, 
         # amqtt remembers every filter ever subscribed and pushes the retained messages that match
         # them to each client that connects: "#" and "$SYS/#" would reach every later test's clients
         from fleetwire.host.brokers import make
+
         broker = make(broker.name).start()
         request.addfinalizer(broker.close)
     sys = connect(device, broker, "sys-" + tag)
     sys.call("sub", topic="$SYS/#", qos=0)
     sys_got = sys.call("recv", n=1, ms=2500)["msgs"]
-    sys.call("unsub", topic="$SYS/#")  # mosquitto sends dozens each second: more than 96K hold
+    sys.call("unsub", topic="$SYS/#")  # mosquitto sends dozens each second: more than 80K hold
     everything = connect(device, broker, "all-" + tag)
     everything.call("recv", n=1000, ms=500)  # what comes on connecting (amqtt: retained, see its test)
     everything.call("sub", topic="#", qos=0)
@@ -343,13 +347,15 @@ def test_MQTT_3_1_3_2_a_persistent_session_keeps_messages_sent_while_away(device
     msgs = sorted(d.call("recv", n=2)["msgs"])
     g = broker.grants(2)
     retain = broker.quirk("offline") == "retain_set"
-    assert msgs == [["fw/%s/%d" % (tag, q), "while-away-%d" % q, broker.delivers_at(q, g), retain]
-                    for q in (1, 2)]
+    assert msgs == [
+        ["fw/%s/%d" % (tag, q), "while-away-%d" % q, broker.delivers_at(q, g), retain] for q in (1, 2)
+    ]
     quiet(d)
 
 
 def test_MQTT_4_4_0_1_unacknowledged_messages_are_sent_again_after_reconnecting(
-        device, broker, observer, tag):
+    device, broker, observer, tag
+):
     cid = "redo-" + tag
     d = connect(device, broker, cid, clean=False)
     d.call("sub", topic="fw/%s/#" % tag, qos=2)

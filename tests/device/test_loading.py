@@ -1,7 +1,8 @@
 """A program pays for what it uses: the client's feature modules are loaded by the option or
 call that needs them, never before and never by a packet's arrival. On MicroPython (the
-board tree as .mpy, 96 KB heap) against mosquitto: each scenario prints the fleetwire
+board tree as .mpy, 80 KB heap) against mosquitto: each scenario prints the fleetwire
 modules each step loaded (tests/device/loading_program.py)."""
+
 import os
 import subprocess
 
@@ -10,16 +11,34 @@ import pytest
 from support import device_command
 
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loading_program.py")
-FEATURES = {"qos2", "store", "reconnect", "renew", "tls", "dropold", "ringstore", "filestore", "ramstore",
-            "aio", "vitals", "board", "runner"}
+FEATURES = {
+    "qos2",
+    "store",
+    "reconnect",
+    "renew",
+    "tls",
+    "dropold",
+    "ringstore",
+    "filestore",
+    "ramstore",
+    "aio",
+    "vitals",
+    "board",
+    "runner",
+}
 # what the plain program loads, all of it at import
 PLAIN = {"client", "session", "errors", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
 
 
 def steps(board_lib, broker, scenario, *extra, port=None):
     cmd, env = device_command("micropython", board_lib, PROGRAM)
-    r = subprocess.run(cmd + [broker.host, str(port or broker.port), scenario] + list(extra),
-                       capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        cmd + [broker.host, str(port or broker.port), scenario] + list(extra),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     out = {}
     for line in r.stdout.splitlines():
@@ -40,17 +59,20 @@ def test_a_plain_program_loads_no_feature_module(board_lib, mosquitto):
 
 
 @pytest.mark.micropython
-@pytest.mark.parametrize("scenario, step, modules", [
-    ("qos2", "publish2", {"qos2"}),            # the first publish at QoS 2
-    ("sub2", "subscribe", {"qos2"}),           # a subscription at QoS 2
-    ("persistent", "connect", {"qos2"}),       # a kept session may hold QoS 2 flows
-    ("store", "construct", {"store", "ramstore", "ringstore", "renew"}),  # store= (a RamStore is a ring)
-    ("reconnect", "construct", {"reconnect", "renew"}),  # reconnect=True
-    ("reconnect2", "connect2", {"renew"}),     # a connect() after the first
-    ("drop", "construct", {"dropold"}),       # drop_oldest=True
-    ("unsubscribe", "unsubscribe", set()),     # in the core
-    ("will", "connect", set()),                # in the core (CONNECT carries it)
-])
+@pytest.mark.parametrize(
+    "scenario, step, modules",
+    [
+        ("qos2", "publish2", {"qos2"}),  # the first publish at QoS 2
+        ("sub2", "subscribe", {"qos2"}),  # a subscription at QoS 2
+        ("persistent", "connect", {"qos2"}),  # a kept session may hold QoS 2 flows
+        ("store", "construct", {"store", "ramstore", "ringstore", "renew"}),  # store= (a RamStore is a ring)
+        ("reconnect", "construct", {"reconnect", "renew"}),  # reconnect=True
+        ("reconnect2", "connect2", {"renew"}),  # a connect() after the first
+        ("drop", "construct", {"dropold"}),  # drop_oldest=True
+        ("unsubscribe", "unsubscribe", set()),  # in the core
+        ("will", "connect", set()),  # in the core (CONNECT carries it)
+    ],
+)
 def test_each_option_or_call_loads_its_own_module(board_lib, mosquitto, scenario, step, modules):
     s = steps(board_lib, mosquitto, scenario)
     got = {m for v in s.values() for m in v} - PLAIN

@@ -1,5 +1,5 @@
 """The client end to end against a real mosquitto on loopback, as a device process on
-the MicroPython unix port (96 KB heap) and on CPython, with paho-mqtt as the other
+the MicroPython unix port (80 KB heap) and on CPython, with paho-mqtt as the other
 party: what needs mosquitto's own features (TLS, the proxy in front of it) or measures
 the client. The interoperability scenarios run against every broker of the matrix, in
 test_brokers.py."""
@@ -27,8 +27,16 @@ def test_tls_with_the_broker_ca(device, mosquitto_tls, make_observer):
     obs = make_observer(b)
     obs.subscribe("fw/tls", 1)
     d = device()
-    d.call("init", id=d.client_id, host="localhost", port=b.tls_port, keepalive=30, tls=True,
-           ca_der=str(b.ca_der), ca_pem=str(b.ca_pem))
+    d.call(
+        "init",
+        id=d.client_id,
+        host="localhost",
+        port=b.tls_port,
+        keepalive=30,
+        tls=True,
+        ca_der=str(b.ca_der),
+        ca_pem=str(b.ca_pem),
+    )
     d.call("connect")
     d.call("sub", topic="fw/tls/in", qos=1)
     d.call("pub", topic="fw/tls", msg="secret", qos=1)
@@ -45,13 +53,14 @@ def test_a_refused_connection_names_the_reason(device, mosquitto):
 
 
 def test_blocking_qos0_publishes_wait_for_a_slow_link_as_umqtt_does_and_lose_nothing(
-        device, make_proxy, observer):
+    device, make_proxy, observer
+):
     # umqtt.simple's publish blocks in its socket write; fleetwire's socket never blocks,
     # so a blocking QoS 0 publish waits until its packet is written instead of filling
     # the queue and raising QueueFull when the network is slower than the loop.
     observer.subscribe("fw/burst", 0)
     p = make_proxy()
-    p.throttle(300000, "up")   # bytes/s: 400 KB take over a second; the buffers hold less
+    p.throttle(300000, "up")  # bytes/s: 400 KB take over a second; the buffers hold less
     d = device()
     d.call("init", id=d.client_id, host="127.0.0.1", port=p.port, keepalive=30)
     d.call("connect")
@@ -62,7 +71,8 @@ def test_blocking_qos0_publishes_wait_for_a_slow_link_as_umqtt_does_and_lose_not
 
 
 def test_a_blocking_qos0_publish_on_a_stalled_link_gives_up_after_timeout_and_loses_nothing(
-        device, make_proxy, observer):
+    device, make_proxy, observer
+):
     # nothing blocks without a deadline: when the link stops taking data, the publish
     # that finds the socket full raises after the client's timeout; what it had
     # accepted goes out, in order, once the link moves again
@@ -71,7 +81,7 @@ def test_a_blocking_qos0_publish_on_a_stalled_link_gives_up_after_timeout_and_lo
     d = device()
     d.call("init", id=d.client_id, host="127.0.0.1", port=p.port, keepalive=0, io_timeout=1)
     d.call("connect")
-    p.delay(3000, "up")   # the proxy holds what it read for 3 s and reads nothing meanwhile
+    p.delay(3000, "up")  # the proxy holds what it read for 3 s and reads nothing meanwhile
     r = d.call("burst", topic="fw/stall", n=5000, size=1000, timeout=60)
     assert r["error"] == "Timeout: timed out after 1000 ms", r
     p.clear()

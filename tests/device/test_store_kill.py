@@ -1,8 +1,9 @@
 """Kill test: a device publishing QoS 1 and 2 while offline is killed
 with SIGKILL at random moments and started again on the same flash image; when
 it connects a subscriber receives every message a publish() accepted,
-QoS 2 exactly once. On MicroPython (96K heap) and CPython; the ring store on an
+QoS 2 exactly once. On MicroPython (80K heap) and CPython; the ring store on an
 emulated partition, and the file store in a directory."""
+
 import os
 import random
 import signal
@@ -20,14 +21,16 @@ def start(interp, board_lib, *args):
     cmd, env = device_command(interp, board_lib, PROGRAM)
     if interp == "micropython":
         env["MICROPYPATH"] += os.pathsep + os.path.join(ROOT, "host")
-    return subprocess.Popen(cmd + [str(a) for a in args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        cmd + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 @pytest.mark.parametrize("store", ["ring", "file"])
 @pytest.mark.parametrize("interp", ["micropython", "cpython"])
-def test_messages_accepted_before_a_kill_reach_the_subscriber(interp, store, board_lib, tmp_path,
-                                                                make_observer):
+def test_messages_accepted_before_a_kill_reach_the_subscriber(
+    interp, store, board_lib, tmp_path, make_observer
+):
     if interp == "cpython":
         board_lib = None
     # Running from the start, so no other process can take its port; the device
@@ -41,10 +44,9 @@ def test_messages_accepted_before_a_kill_reach_the_subscriber(interp, store, boa
             # A kill may land after publish() returned and before the program's
             # output got out: each run numbers from its own thousand, so no
             # payload is ever used twice.
-            want = rng.randrange(3, 15)      # kill after this many more acceptances,
-            n = 0                            # while the next few are being made
-            p = start(interp, board_lib, flash, broker.port, "publish",
-                      1000 * kill, want + 4)
+            want = rng.randrange(3, 15)  # kill after this many more acceptances,
+            n = 0  # while the next few are being made
+            p = start(interp, board_lib, flash, broker.port, "publish", 1000 * kill, want + 4)
             while n < want:
                 line = p.stdout.readline()
                 if not line:

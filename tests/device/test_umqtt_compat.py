@@ -1,6 +1,7 @@
 """Programs written against umqtt.simple's documented API run on fleetwire with only
-the import changed, on MicroPython (96 KB heap) and CPython, against every broker of
+the import changed, on MicroPython (80 KB heap) and CPython, against every broker of
 the matrix (they log in, as the matrix asks)."""
+
 import os
 import subprocess
 import threading
@@ -33,8 +34,9 @@ def where(broker, topic):
 
 def start(interp, board_lib, path, *args):
     cmd, env = device_command(interp, board_lib, path)
-    return subprocess.Popen(cmd + [str(a) for a in args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        cmd + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def finish(p, timeout=20):
@@ -56,8 +58,11 @@ def test_publish_program(interp, board_lib, broker, observer, tmp_path):
     observer.subscribe(topic, 1)
     p = start(interp, board_lib, ported("publish.py", tmp_path), *where(broker, topic))
     assert finish(p) == ["published"]
-    sent = [(b"hello from umqtt code", broker.delivers_at(0, 1)), (b"retained", broker.delivers_at(0, 1)),
-            (b"at least once", 1)]
+    sent = [
+        (b"hello from umqtt code", broker.delivers_at(0, 1)),
+        (b"retained", broker.delivers_at(0, 1)),
+        (b"at least once", 1),
+    ]
     if broker.quirk("qos_out") == "lost_on_disconnect":
         # amqtt may lose what a client publishes right before DISCONNECT, even acknowledged
         time.sleep(1)

@@ -1,4 +1,5 @@
 """What the fleet tests share (tests/fleet is on sys.path when they run)."""
+
 import glob
 import json
 import os

@@ -1,6 +1,7 @@
 """The collector (`fleetwire collect`, fleetwire.host.collector): every record the
 fleet publishes lands in the report's layout, whole files only, malformed ones in
 quarantine with a reason, and nothing is lost when the collector is killed -9."""
+
 import glob
 import json
 import os
@@ -17,10 +18,26 @@ from fleet_helpers import landed, until
 
 
 def record(device="d1", seq=1, **kw):
-    r = {"device_id": device, "fw_version": "1.0.0", "boot_id": 1, "ts": 1767571200000,
-         "seq": seq, "uptime_s": seq, "heap_free": 50000, "heap_min": 40000, "rssi": -60, "vbat_mv": None,
-         "reconnects": 0, "publish_fail": 0, "queue_drops": 0, "queue_depth": 0, "store_used": 0,
-         "publish_latency_ms": 12, "reset_cause": None, "period_s": 60}
+    r = {
+        "device_id": device,
+        "fw_version": "1.0.0",
+        "boot_id": 1,
+        "ts": 1767571200000,
+        "seq": seq,
+        "uptime_s": seq,
+        "heap_free": 50000,
+        "heap_min": 40000,
+        "rssi": -60,
+        "vbat_mv": None,
+        "reconnects": 0,
+        "publish_fail": 0,
+        "queue_drops": 0,
+        "queue_depth": 0,
+        "store_used": 0,
+        "publish_latency_ms": 12,
+        "reset_cause": None,
+        "period_s": 60,
+    }
     r.update(kw)
     return r
 
@@ -62,14 +79,17 @@ def test_records_land_in_hourly_files_with_the_receive_time(fresh_mosquitto, tmp
     assert time.strftime("hour=%H", time.gmtime(recs[0]["rx_ts"] / 1000)) == h
 
 
-@pytest.mark.parametrize("payload,reason", [
-    (b"{not json", "not JSON"),
-    (b"[1, 2]", "not a JSON object"),
-    (json.dumps({"device_id": "d1", "seq": 3}).encode(), "missing ts, boot_id, fw_version, period_s"),
-    (json.dumps(record(seq="seven")).encode(), "seq is str, not long"),
-    (json.dumps(record(device="other")).encode(), "does not match the topic"),
-    (b"\xff\xfe", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "payload,reason",
+    [
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (json.dumps({"device_id": "d1", "seq": 3}).encode(), "missing ts, boot_id, fw_version, period_s"),
+        (json.dumps(record(seq="seven")).encode(), "seq is str, not long"),
+        (json.dumps(record(device="other")).encode(), "does not match the topic"),
+        (b"\xff\xfe", "not JSON"),
+    ],
+)
 def test_each_kind_of_bad_record_has_its_reason(payload, reason):
     rec, why = check_record("fleet/d1/telemetry", payload)
     assert rec is None and reason in why
@@ -97,13 +117,24 @@ def test_bad_records_go_to_quarantine_and_the_good_ones_still_land(fresh_mosquit
 def test_nothing_is_lost_when_the_collector_is_killed_mid_stream(fresh_mosquitto, tmp_path):
     b = fresh_mosquitto(max_queued=100000)
     land = str(tmp_path / "landing")
-    cmd = [sys.executable, "-m", "fleetwire.tools.cli", "collect", "--broker", "127.0.0.1:%d" % b.port,
-           "--landing", land, "--id", "c-kill"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fleetwire.tools.cli",
+        "collect",
+        "--broker",
+        "127.0.0.1:%d" % b.port,
+        "--landing",
+        land,
+        "--id",
+        "c-kill",
+    ]
 
     def start():
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert "fleetwire collect:" in proc.stdout.readline(), proc.stderr.read()
         return proc
+
     proc = start()
     p = Publisher(b)
     n = 3000
@@ -144,8 +175,10 @@ def partial(land):
 def test_shared_subscription_splits_the_stream_between_collectors(fresh_mosquitto, tmp_path):
     b = fresh_mosquitto()
     land = str(tmp_path / "landing")
-    with Collector(b.host, b.port, land, "c-s1", share="grp") as c1, \
-            Collector(b.host, b.port, land, "c-s2", share="grp") as c2:
+    with (
+        Collector(b.host, b.port, land, "c-s1", share="grp") as c1,
+        Collector(b.host, b.port, land, "c-s2", share="grp") as c2,
+    ):
         p = Publisher(b)
         for i in range(1, 201):
             p.send(json.dumps(record(seq=i)))
@@ -159,8 +192,11 @@ def test_a_collector_logs_in_and_a_refused_one_says_why_at_once(fresh_mosquitto,
     b = fresh_mosquitto(users={"collector": "s3cret"}, allow_anonymous=False)
     land = str(tmp_path / "landing")
     # the refusal ends the wait (a timeout would say "no SUBACK within 30 s")
-    with pytest.raises(RuntimeError, match=r"^broker 127\.0\.0\.1:\d+: refused the connection: "
-                                           r"(Not authorized|Bad user name or password)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"^broker 127\.0\.0\.1:\d+: refused the connection: "
+        r"(Not authorized|Bad user name or password)",
+    ):
         Collector(b.host, b.port, land, "c-bad", user="collector", password="wrong").start(timeout=30)
     with Collector(b.host, b.port, land, "c-ok", user="collector", password="s3cret") as c:
         p = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="pub-auth")
@@ -177,9 +213,24 @@ def test_a_collector_logs_in_and_a_refused_one_says_why_at_once(fresh_mosquitto,
 def test_the_collect_command_reports_a_refusal_and_exits_2(fresh_mosquitto, tmp_path):
     b = fresh_mosquitto(users={"collector": "s3cret"}, allow_anonymous=False)
     env = dict(os.environ, FLEETWIRE_MQTT_PASSWORD="wrong")
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "collect", "--broker",
-                        "127.0.0.1:%d" % b.port, "--landing", str(tmp_path / "l"), "--user", "collector"],
-                       capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "collect",
+            "--broker",
+            "127.0.0.1:%d" % b.port,
+            "--landing",
+            str(tmp_path / "l"),
+            "--user",
+            "collector",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert "refused the connection" in r.stderr, r.stderr
 
@@ -195,7 +246,8 @@ def test_a_collector_reports_a_lost_broker_and_comes_back(fresh_mosquitto, tmp_p
 
 
 def test_on_a_broker_that_enforces_identity_the_collector_logs_in_with_its_certificate(
-        identity_mosquitto, host_credentials, make_observer, tmp_path):
+    identity_mosquitto, host_credentials, make_observer, tmp_path
+):
     b = identity_mosquitto
     board = make_observer(b, identity=("collected-1", "device"))
     cert, key = host_credentials("collector", "collector")
@@ -204,7 +256,7 @@ def test_on_a_broker_that_enforces_identity_the_collector_logs_in_with_its_certi
         board.publish("fleet/collected-1/telemetry", json.dumps(record(device="collected-1")), qos=1)
         assert until(lambda: c.landed == 1)
     assert [r["device_id"] for r in landed(land)] == ["collected-1"]
-    assert "u'collector'" in b.log_text()   # the broker knows it by its certificate's CN
+    assert "u'collector'" in b.log_text()  # the broker knows it by its certificate's CN
     with pytest.raises(RuntimeError) as e:
         Collector(b.host, b.port, land, "c-no-identity", tls_ca=b.ca_pem).start(timeout=2)
     assert "broker 127.0.0.1:%d" % b.port in str(e.value)

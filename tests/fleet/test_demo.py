@@ -1,21 +1,66 @@
 """The main job, `fleetwire demo`, end to end at a small size: broker, collector,
 simulated fleet, Spark report, summary; nothing left running afterwards."""
+
 import os
 import subprocess
 import sys
 
 
 def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path):
+    # the story at a small size: 40 devices, 2 simulated hours in 10 s; the gate between the
+    # stages is the Spark report's release table, so this is the end-to-end run of the gate
     out = tmp_path / "demo"
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "demo", "--devices", "12", "--duration", "8",
-                        "--hours", "1", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "demo",
+            "--devices",
+            "40",
+            "--duration",
+            "10",
+            "--hours",
+            "2",
+            "--stages",
+            "25%,100%",
+            "--soak",
+            "1.5",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (out / "report" / "report.html").exists()
     assert "report: %s" % (out / "report" / "report.html") in r.stdout
-    assert "firmware" in r.stdout and "1.4.2" in r.stdout  # the summary table
+    # the bad release is halted by the gate after its first stage, with the numbers, and its
+    # devices are ordered back; the good one goes to every device
+    halted = [
+        x for x in r.stdout.splitlines() if x.startswith("[demo] rollout of 1.5.0: HALTED after stage 1: ")
+    ]
+    assert (
+        halted
+        and "crash-free hours" in halted[0]
+        and "on 1.5.0 against" in halted[0]
+        and "10 devices ordered back to 1.4.2" in halted[0]
+    ), r.stdout[-3000:]
+    assert "[demo] rollout of 1.5.1: done, on 40 of 40 devices" in r.stdout, r.stdout[-3000:]
+    assert "[rollout] gate after stage 1: passed" in r.stdout
+    # the report's release table shows all three, the bad one worse than the others
+    import csv
+
+    rows = {x["fw_version"]: x for x in csv.DictReader(open(out / "report" / "csv" / "firmware_cohort.csv"))}
+    assert set(rows) == {"1.4.2", "1.5.0", "1.5.1"}
+    cfh = {v: float(x["crash_free_hours_pct"]) for v, x in rows.items()}
+    assert cfh["1.5.0"] < cfh["1.4.2"] and cfh["1.5.0"] < cfh["1.5.1"]
+    assert "firmware" in r.stdout and "1.5.1" in r.stdout  # the summary table
     landed = [f for d, _, fs in os.walk(out / "landing") for f in fs]
     assert landed and all(f.endswith(".ndjson") for f in landed)  # whole files only
     from fleetwire.host.mosquitto import accepts
+
     port = int(r.stdout.split("mosquitto on ")[1].split()[0].rsplit(":", 1)[1])
     assert not accepts("127.0.0.1", port), "the demo's mosquitto is still running"
 
@@ -23,9 +68,25 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path):
 def test_ctrl_c_stops_everything_the_demo_started(tmp_path):
     import signal
     import time
+
     out = tmp_path / "demo-int"
-    p = subprocess.Popen([sys.executable, "-m", "fleetwire.tools.cli", "demo", "--devices", "5", "--duration",
-                          "60", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "demo",
+            "--devices",
+            "5",
+            "--duration",
+            "60",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     port = None
     for line in p.stdout:
         if "mosquitto on" in line:
@@ -38,4 +99,5 @@ def test_ctrl_c_stops_everything_the_demo_started(tmp_path):
     assert p.returncode == 130, err
     assert "interrupted: stopping everything" in out_text
     from fleetwire.host.mosquitto import accepts
+
     assert port and not accepts("127.0.0.1", port), "the demo's mosquitto is still running"

@@ -1,6 +1,7 @@
 """The fleet simulator (`fleetwire sim`, fleetwire.host.sim): simulated devices run
 fleetwire's own asyncio client and vitals agent against mosquitto, live through a
 rollout, crashes and Wi-Fi drops, and every record they made reaches the collector."""
+
 import asyncio
 import collections
 import json
@@ -14,13 +15,23 @@ from fleet_helpers import landed
 
 
 def test_a_simulated_fleet_reports_through_rollout_crashes_and_drops_and_loses_nothing(
-        fresh_mosquitto, tmp_path):
+    fresh_mosquitto, tmp_path
+):
     b = fresh_mosquitto(max_queued=100000)
     land = str(tmp_path / "landing")
     with Collector(b.host, b.port, land, "sim-test"):
         # 2 simulated hours in 10 s; crashes and drops made likely so a short run shows them
-        sim = Simulator(b.host, b.port, devices=25, period_s=60, speed=720, duration=10, seed=3,
-                        wifi_drops_per_hour=2.0, silent_share=0.1)
+        sim = Simulator(
+            b.host,
+            b.port,
+            devices=25,
+            period_s=60,
+            speed=720,
+            duration=10,
+            seed=3,
+            wifi_drops_per_hour=2.0,
+            silent_share=0.1,
+        )
         res = asyncio.run(sim.run())
         time.sleep(1)
     recs = landed(land)
@@ -33,9 +44,9 @@ def test_a_simulated_fleet_reports_through_rollout_crashes_and_drops_and_loses_n
     gaps = {d: sorted(set(range(1, max(s) + 1)) - s) for d, s in by_dev.items() if len(s) != max(s)}
     assert not gaps, "records lost: %s" % gaps  # the store kept them across crashes and drops
     assert res["sent"] > 25 * 100 and res["acked"] >= res["sent"] * 0.99  # a device that died holds its last
-    assert {r["fw_version"] for r in recs} == set(RELEASES)            # the rollout happened
+    assert {r["fw_version"] for r in recs} == set(RELEASES)  # the rollout happened
     causes = collections.Counter(r["reset_cause"] for r in recs if r["reset_cause"])
-    assert causes["power_on"] == 25 and causes["deliberate"] > 0       # first boots and OTA restarts
+    assert causes["power_on"] == 25 and causes["deliberate"] > 0  # first boots and OTA restarts
     assert res["wifi_drops"] > 0
     assert any(r["reconnects"] > 0 for r in recs)
     assert any(r["vbat_mv"] is None for r in recs) and any(r["vbat_mv"] for r in recs)
@@ -43,33 +54,71 @@ def test_a_simulated_fleet_reports_through_rollout_crashes_and_drops_and_loses_n
 
 def test_the_command_line_simulator_runs_and_reports(fresh_mosquitto):
     b = fresh_mosquitto()
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "sim", "--devices", "5", "--broker",
-                        "127.0.0.1:%d" % b.port, "--period", "1", "--duration", "3", "--quiet"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "sim",
+            "--devices",
+            "5",
+            "--broker",
+            "127.0.0.1:%d" % b.port,
+            "--period",
+            "1",
+            "--duration",
+            "3",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
-    res = json.loads(r.stdout[r.stdout.index("{"):])
+    res = json.loads(r.stdout[r.stdout.index("{") :])
     assert res["devices"] == 5 and res["sent"] >= 5 and res["errors"] == 0
 
 
 def test_on_a_broker_that_enforces_identity_each_simulated_device_logs_in_with_its_own_certificate(
-        fresh_mosquitto, fleet_ca, make_observer):
+    fresh_mosquitto, fleet_ca, make_observer
+):
     b = fresh_mosquitto(identity=fleet_ca)
     obs = make_observer(b)
     obs.subscribe("fleet/+/telemetry", 1)
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "sim", "--devices", "5", "--broker",
-                        "127.0.0.1:%d" % b.port, "--period", "1", "--duration", "3", "--quiet", "--ca", fleet_ca.dir],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "sim",
+            "--devices",
+            "5",
+            "--broker",
+            "127.0.0.1:%d" % b.port,
+            "--period",
+            "1",
+            "--duration",
+            "3",
+            "--quiet",
+            "--ca",
+            fleet_ca.dir,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
-    res = json.loads(r.stdout[r.stdout.index("{"):])
+    res = json.loads(r.stdout[r.stdout.index("{") :])
     assert res["errors"] == 0 and res["sent"] >= 5
     ids = ["sim-%04d" % i for i in range(5)]
     obs.wait_until(lambda m: {t.split("/")[1] for t, *_ in m} == set(ids))  # each under its own name
     log = b.log_text()
-    assert all("u'%s'" % i in log for i in ids)   # the broker knew each by its certificate
+    assert all("u'%s'" % i in log for i in ids)  # the broker knew each by its certificate
 
 
 def test_virtual_boards_report_beside_the_simulated_devices_and_their_records_land(
-        fresh_mosquitto, fleet_ca, host_credentials, tmp_path):
+    fresh_mosquitto, fleet_ca, host_credentials, tmp_path
+):
     # a board: the MicroPython unix port running the board's own main.py (client, store,
     # vitals), deployed as `fleetwire deploy --ca` deploys one; on a broker that enforces
     # identity, as the demo's, everyone with a certificate of its own
@@ -77,8 +126,16 @@ def test_virtual_boards_report_beside_the_simulated_devices_and_their_records_la
     land = str(tmp_path / "landing")
     cert, key = host_credentials("collector", "collector")
     with Collector(b.host, b.port, land, "sim-boards", tls_ca=b.ca_pem, tls_cert=cert, tls_key=key):
-        sim = Simulator(b.host, b.port, devices=3, period_s=1, duration=8, boards=2,
-                        board_root=str(tmp_path / "boards"), ca=fleet_ca)
+        sim = Simulator(
+            b.host,
+            b.port,
+            devices=3,
+            period_s=1,
+            duration=8,
+            boards=2,
+            board_root=str(tmp_path / "boards"),
+            ca=fleet_ca,
+        )
         res = asyncio.run(sim.run())
         time.sleep(1)
     assert res["errors"] == 0, res["last_error"]
@@ -98,18 +155,52 @@ def test_virtual_boards_report_beside_the_simulated_devices_and_their_records_la
     # each board's console was kept: it booted and connected
     log = (tmp_path / "boards" / "board-0" / "console.log").read_text(errors="replace")
     assert "main: connected to" in log
-    assert "u'board-0'" in b.log_text() and "u'board-1'" in b.log_text()   # each by its own certificate
+    assert "u'board-0'" in b.log_text() and "u'board-1'" in b.log_text()  # each by its own certificate
 
 
 def test_virtual_boards_only_run_in_real_time_and_with_a_heap_that_runs_the_REPL(fresh_mosquitto):
     b = fresh_mosquitto()
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "sim", "--devices", "2", "--boards", "1",
-                        "--speed", "60", "--broker", "127.0.0.1:%d" % b.port, "--quiet"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "sim",
+            "--devices",
+            "2",
+            "--boards",
+            "1",
+            "--speed",
+            "60",
+            "--broker",
+            "127.0.0.1:%d" % b.port,
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "--speed 1" in r.stderr and "real time" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "sim", "--devices", "2", "--boards", "1",
-                        "--board-heap", "8K", "--broker", "127.0.0.1:%d" % b.port, "--quiet"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "sim",
+            "--devices",
+            "2",
+            "--boards",
+            "1",
+            "--board-heap",
+            "8K",
+            "--broker",
+            "127.0.0.1:%d" % b.port,
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "--board-heap" in r.stderr and "16K" in r.stderr
     try:
         Simulator(b.host, b.port, devices=2, speed=60, boards=1)

@@ -1,6 +1,7 @@
 """Hardware-in-the-loop tests: fleetwire deployed to a board and run as it runs in the
 field (boot.py, main.py, config.json). Without --board they run on a virtual board;
 with `--board PORT --board-broker HOST:PORT` on a real one (see the README)."""
+
 import json
 import time
 
@@ -56,17 +57,18 @@ def test_publish_and_subscribe_round_trip_at_every_qos(hil_board, hil_broker, hi
     assert echoes == [(b"ping-0", 0), (b"ping-1", 1), (b"ping-2", 2)]
 
 
-def test_records_in_the_store_survive_a_reboot_and_go_out_after_it(hil_board, hil_broker, hil_observer,
-                                                                     request):
+def test_records_in_the_store_survive_a_reboot_and_go_out_after_it(
+    hil_board, hil_broker, hil_observer, request
+):
     cfg = device_config(request, hil_broker)
     hil_observer.subscribe("fleet/%s/telemetry" % cfg["device_id"], 1)
     hil_board.deploy(cfg)
     hil_board.console_until("main: connected")
-    hil_board.set_wlan(False)           # offline: records pile up on flash
+    hil_board.set_wlan(False)  # offline: records pile up on flash
     hil_board.console_until("Wi-Fi lost")
     n_before = len(records(hil_observer, cfg["device_id"]))
-    time.sleep(3)                        # ~3 records made offline
-    hil_board.power_cycle()              # power cut with them in the store
+    time.sleep(3)  # ~3 records made offline
+    hil_board.power_cycle()  # power cut with them in the store
     hil_board.set_wlan(True)
     hil_board.console_until("main: connected")
     assert wait(lambda: len(records(hil_observer, cfg["device_id"])) >= n_before + 4, 30)

@@ -1,5 +1,6 @@
 """Shared by the identity tests: a board's credentials written as `fleetwire deploy` writes
 them (DER files), and a config.json naming them."""
+
 import json
 import os
 
@@ -31,8 +32,13 @@ class BoardFiles:
 
     def config(self, name, device_id, cert=None, key=None, **kw):
         """config.json (at ROOT/name.json) -> its path."""
-        cfg = {"device_id": device_id, "broker": "localhost", "port": self.broker.port, "tls_ca": self.ca_der,
-               "store": os.path.join(self.root, "store-" + device_id)}
+        cfg = {
+            "device_id": device_id,
+            "broker": "localhost",
+            "port": self.broker.port,
+            "tls_ca": self.ca_der,
+            "store": os.path.join(self.root, "store-" + device_id),
+        }
         if cert:
             cfg.update(tls_cert=cert, tls_key=key)
         cfg.update(kw)

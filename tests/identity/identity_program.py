@@ -11,8 +11,15 @@ from fleetwire import MQTTClient
 from fleetwire.identity import Context
 
 cfg = json.load(open(sys.argv[1]))
-c = MQTTClient(cfg["device_id"], cfg["broker"], cfg["port"], ssl=Context(cfg), reconnect=True,
-               store=cfg["store"], timeout=5)
+c = MQTTClient(
+    cfg["device_id"],
+    cfg["broker"],
+    cfg["port"],
+    ssl=Context(cfg),
+    reconnect=True,
+    store=cfg["store"],
+    timeout=5,
+)
 topic = "fleet/%s/telemetry" % cfg["device_id"]
 for i in range(3):
     c.publish(topic, "queued-%d" % i, qos=1, block=False)

@@ -3,6 +3,7 @@ with the fleet CA (`fleetwire deploy --ca`), against the mosquitto `fleetwire br
 describes: the board publishes only as itself, reads only its own commands and updates, and
 a revoked board is refused, says so, keeps its records and sends them once it has a new
 certificate."""
+
 import json
 import subprocess
 import sys
@@ -34,11 +35,12 @@ def setup(client):
 """
 
 
-def test_a_board_publishes_only_as_itself_and_reads_only_its_own_commands(hil_board, hil_broker, hil_observer,
-                                                                         request):
+def test_a_board_publishes_only_as_itself_and_reads_only_its_own_commands(
+    hil_board, hil_broker, hil_observer, request
+):
     cfg = device_config(request, hil_broker, period_s=1, other="acl-victim-7")
     me, other = cfg["device_id"], cfg["other"]
-    hil_observer.subscribe("fleet/#", 1)   # the operator reads everything: it would see a forged message
+    hil_observer.subscribe("fleet/#", 1)  # the operator reads everything: it would see a forged message
     hil_board.put("app.py", ACL_APP)
     assert hil_board.deploy(cfg)["identity"] == "issued"
     console = hil_board.watch()
@@ -46,8 +48,11 @@ def test_a_board_publishes_only_as_itself_and_reads_only_its_own_commands(hil_bo
     hil_observer.wait_until(lambda m: ("fleet/%s/hello" % me, b"mine", 1, False) in m)
     hil_observer.wait_until(lambda m: any(t == "fleet/%s/telemetry" % me for t, *_ in m))  # its vitals
     # the forged messages went out before the hello, on the same connection: the broker dropped them
-    from_board = [(t, p) for t, p, *_ in hil_observer.messages if p in (b"forged", b"forged-cmd", b"self-cmd",
-                                                                         b"self-update")]
+    from_board = [
+        (t, p)
+        for t, p, *_ in hil_observer.messages
+        if p in (b"forged", b"forged-cmd", b"self-cmd", b"self-update")
+    ]
     assert from_board == []
     # the operator commands both boards and updates both; the board gets only its own
     hil_observer.publish("fleet/%s/cmd/secret" % other, b"for-the-other", qos=1)
@@ -66,7 +71,8 @@ def records(observer, device_id):
 
 
 def test_a_revoked_board_is_refused_says_why_keeps_its_records_and_sends_them_after_a_new_certificate(
-        hil_board, hil_broker, hil_observer, hil_ca, identity_mosquitto, request):
+    hil_board, hil_broker, hil_observer, hil_ca, identity_mosquitto, request
+):
     cfg = device_config(request, hil_broker, period_s=1)
     me = cfg["device_id"]
     hil_observer.subscribe("fleet/%s/telemetry" % me, 1)
@@ -74,17 +80,21 @@ def test_a_revoked_board_is_refused_says_why_keeps_its_records_and_sends_them_af
     console = hil_board.watch()
     console.wait_for("main: connected")
     assert wait(lambda: len(records(hil_observer, me)) >= 2)
-    r = subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "ca", "revoke", me, "--ca", hil_ca.dir],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "fleetwire.tools.cli", "ca", "revoke", me, "--ca", hil_ca.dir],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0 and "revoked %s (device" % me in r.stdout, r.stdout + r.stderr
-    identity_mosquitto.reload()          # the broker reads the new CRL; connected clients stay
-    identity_mosquitto.restart()         # until their connection ends: the board's next one is refused
+    identity_mosquitto.reload()  # the broker reads the new CRL; connected clients stay
+    identity_mosquitto.restart()  # until their connection ends: the board's next one is refused
     refused = console.wait_for("main: reconnecting: CertificateRevoked")
     assert "CN %s" % me in refused and "--rotate" in refused
-    console.stop()                       # the deploy below needs the port
+    console.stop()  # the deploy below needs the port
     hil_observer.wait_connected()
     n = len(records(hil_observer, me))
-    time.sleep(3)                        # about three records made while refused
+    time.sleep(3)  # about three records made while refused
     assert len(records(hil_observer, me)) == n, "records got through with a revoked certificate"
     res = hil_board.deploy(cfg, rotate=True)
     assert res["identity"] == "issued" and res["copied"] == ["tls/cert.der", "tls/key.der"]
@@ -94,20 +104,27 @@ def test_a_revoked_board_is_refused_says_why_keeps_its_records_and_sends_them_af
     assert seqs == list(range(seqs[0], seqs[-1] + 1)), "records lost while refused: %s" % seqs
 
 
-def test_a_certificate_issued_elsewhere_is_installed_as_given_and_kept(hil_board, hil_broker, hil_observer, hil_ca,
-                                                                      request, tmp_path):
+def test_a_certificate_issued_elsewhere_is_installed_as_given_and_kept(
+    hil_board, hil_broker, hil_observer, hil_ca, request, tmp_path
+):
     # the AWS IoT Core way: the service issues the certificate and key; deploy installs them with
     # the CA of the endpoint's certificate (here the fleet CA plays the service)
     from fleetwire.host import pki
+
     cfg = device_config(request, hil_broker)
     cert, key = pki.write_credentials(hil_ca.issue(cfg["device_id"]), str(tmp_path))
     hil_observer.subscribe("fleet/%s/telemetry" % cfg["device_id"], 1)
     from fleetwire.host.deploy import deploy
-    res = deploy(hil_board.port, cfg, mpy=True, log=lambda m: None, cert=cert, key=key,
-                 broker_ca=hil_ca.cert_path)
-    assert res["identity"] == "installed" and {"tls/cert.der", "tls/key.der", "tls/ca.der"} <= set(res["copied"])
+
+    res = deploy(
+        hil_board.port, cfg, mpy=True, log=lambda m: None, cert=cert, key=key, broker_ca=hil_ca.cert_path
+    )
+    assert res["identity"] == "installed" and {"tls/cert.der", "tls/key.der", "tls/ca.der"} <= set(
+        res["copied"]
+    )
     hil_board.console_until("main: connected")
     assert wait(lambda: records(hil_observer, cfg["device_id"]))
-    again = deploy(hil_board.port, cfg, mpy=True, log=lambda m: None, cert=cert, key=key,
-                   broker_ca=hil_ca.cert_path)
+    again = deploy(
+        hil_board.port, cfg, mpy=True, log=lambda m: None, cert=cert, key=key, broker_ca=hil_ca.cert_path
+    )
     assert again["identity"] == "kept" and again["copied"] == []

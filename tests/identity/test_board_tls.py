@@ -3,6 +3,7 @@ against a mosquitto that enforces fleet identity (`fleetwire broker-config`'s li
 board with its certificate gets in; without one, with an expired one, one from another CA
 or a revoked one it is refused, the exception's class says which, and the messages it
 queued meanwhile wait in its store and arrive once it has a good certificate."""
+
 import datetime
 import os
 
@@ -11,7 +12,7 @@ import pytest
 from fleetwire.host import pki
 
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "identity_program.py")
-HEAP = "128K"   # what the HIL boards get: TLS with mbedTLS on the 64-bit port needs more than 96K
+HEAP = "128K"  # what the HIL boards get: TLS with mbedTLS on the 64-bit port needs more than 96K
 
 pytestmark = pytest.mark.micropython
 
@@ -24,8 +25,9 @@ def queued(observer, device_id):
     return sorted(m[1] for m in observer.messages if m[0] == "fleet/%s/telemetry" % device_id)
 
 
-def test_a_board_with_its_certificate_connects_and_sends_what_it_queued(mpy, fleet_ca, board_files,
-                                                                       make_observer, identity_mosquitto):
+def test_a_board_with_its_certificate_connects_and_sends_what_it_queued(
+    mpy, fleet_ca, board_files, make_observer, identity_mosquitto
+):
     obs = make_observer(identity_mosquitto)
     obs.subscribe("fleet/tls-good/#", 1)
     cert, key = board_files.write("good", fleet_ca.issue("tls-good"))
@@ -50,14 +52,18 @@ def _revoked(ca, device_id, other_ca):
     return issued
 
 
-@pytest.mark.parametrize("case,exception", [
-    ("none", "NoCertificate"),
-    ("expired", "CertificateExpired"),
-    ("other-ca", "UnknownIssuer"),
-    ("revoked", "CertificateRevoked"),
-])
+@pytest.mark.parametrize(
+    "case,exception",
+    [
+        ("none", "NoCertificate"),
+        ("expired", "CertificateExpired"),
+        ("other-ca", "UnknownIssuer"),
+        ("revoked", "CertificateRevoked"),
+    ],
+)
 def test_a_refused_certificate_is_named_and_the_queued_messages_wait_for_a_good_one(
-        mpy, fleet_ca, board_files, make_observer, identity_mosquitto, tmp_path, case, exception):
+    mpy, fleet_ca, board_files, make_observer, identity_mosquitto, tmp_path, case, exception
+):
     device_id = "tls-%s" % case
     obs = make_observer(identity_mosquitto)
     obs.subscribe("fleet/%s/#" % device_id, 1)
@@ -70,8 +76,11 @@ def test_a_refused_certificate_is_named_and_the_queued_messages_wait_for_a_good_
         if case == "revoked":
             identity_mosquitto.reload()  # the broker reads the new CRL
     good_cert, good_key = board_files.write("good", fleet_ca.issue(device_id))
-    out = run(mpy, board_files.config("bad", device_id, **bad),
-              board_files.config("good", device_id, good_cert, good_key))
+    out = run(
+        mpy,
+        board_files.config("bad", device_id, **bad),
+        board_files.config("good", device_id, good_cert, good_key),
+    )
     refused = [line for line in out.splitlines() if line.startswith("REFUSED")]
     assert refused and refused[0].split()[1] == exception, out
     assert "OSError" not in refused[0]
@@ -92,25 +101,32 @@ def test_the_refusal_says_what_to_do(mpy, fleet_ca, board_files):
 
 def test_a_broker_whose_certificate_names_another_host_is_not_trusted(mpy, mosquitto_tls, tmp_path):
     cfg = tmp_path / "c.json"
-    cfg.write_text('{"device_id": "tls-host", "broker": "localhost", "port": %d, "tls_ca": "%s", "store": "%s"}'
-                   % (mosquitto_tls.tls_mismatch_port, mosquitto_tls.ca_der, tmp_path / "store"))
+    cfg.write_text(
+        '{"device_id": "tls-host", "broker": "localhost", "port": %d, "tls_ca": "%s", "store": "%s"}'
+        % (mosquitto_tls.tls_mismatch_port, mosquitto_tls.ca_der, tmp_path / "store")
+    )
     out = run(mpy, str(cfg))
     line = [x for x in out.splitlines() if x.startswith("REFUSED")][0]
     assert line.split()[1] == "BrokerNotTrusted" and "CN" in line and "tls_ca" in line, line
 
 
-@pytest.mark.parametrize("case,says", [
-    ("missing key", "tls_key"),
-    ("a certificate for a key", "tls_key"),
-    ("no key named", "tls_cert and tls_key go together"),
-    ("no CA", "no tls_ca"),
-])
+@pytest.mark.parametrize(
+    "case,says",
+    [
+        ("missing key", "tls_key"),
+        ("a certificate for a key", "tls_key"),
+        ("no key named", "tls_cert and tls_key go together"),
+        ("no CA", "no tls_ca"),
+    ],
+)
 def test_an_identity_file_the_board_cannot_use_is_named(mpy, fleet_ca, board_files, case, says):
     cert, key = board_files.write("f", fleet_ca.issue("tls-files"))
-    kw = {"missing key": dict(cert=cert, key=key + ".gone"),
-          "a certificate for a key": dict(cert=cert, key=cert),
-          "no key named": dict(cert=cert, key=""),
-          "no CA": dict(cert=cert, key=key, tls_ca="")}[case]
+    kw = {
+        "missing key": dict(cert=cert, key=key + ".gone"),
+        "a certificate for a key": dict(cert=cert, key=cert),
+        "no key named": dict(cert=cert, key=""),
+        "no CA": dict(cert=cert, key=key, tls_ca=""),
+    }[case]
     out = run(mpy, board_files.config("f", "tls-files", **kw))
     line = [x for x in out.splitlines() if x.startswith("REFUSED")][0]
     assert line.split()[1] == "IdentityUnusable" and says in line, line
@@ -122,6 +138,7 @@ def test_every_refusal_has_its_text_and_every_text_a_refusal():
     import re
     from fleetwire import tlsreasons
     from support import ROOT
+
     with open(os.path.join(ROOT, "device", "tlscheck.py"), encoding="utf-8") as f:
         used = set(re.findall(r'\bsay\(\w+, "(\w+)"', f.read()))
     texts = {k for k in dir(tlsreasons) if not k.startswith("_")}

@@ -3,6 +3,7 @@ mosquitto, paho clients with certificates from the fleet CA): the collector read
 telemetry and nothing else, the operator alone sends commands and updates, and a client
 without a certificate gets nowhere. Each refusal is proven by a subscriber that would have
 seen the message."""
+
 import pytest
 
 
@@ -13,12 +14,13 @@ def operator(identity_mosquitto, make_observer):
     return o
 
 
-def test_the_collector_reads_telemetry_and_cannot_command_or_pose_as_a_board(identity_mosquitto, make_observer,
-                                                                           operator):
+def test_the_collector_reads_telemetry_and_cannot_command_or_pose_as_a_board(
+    identity_mosquitto, make_observer, operator
+):
     board = make_observer(identity_mosquitto, identity=("acl-board-1", "device"))
     collector = make_observer(identity_mosquitto, identity=("collector", "collector"))
     collector.subscribe("fleet/+/telemetry", 1)
-    collector.subscribe("fleet/+/cmd/#", 1)          # granted, but nothing may be delivered
+    collector.subscribe("fleet/+/cmd/#", 1)  # granted, but nothing may be delivered
     collector.publish("fleet/acl-board-1/cmd/reboot", b"from-the-collector", qos=1)
     collector.publish("fleet/acl-board-1/telemetry", b"posing-as-the-board", qos=1)
     operator.publish("fleet/acl-board-1/cmd/ping", b"from-the-operator", qos=1)
@@ -46,7 +48,10 @@ def test_only_the_operator_sends_commands_and_updates(identity_mosquitto, make_o
 
 def test_a_client_without_a_certificate_is_refused(identity_mosquitto):
     from fleetwire.host.observer import Observer
+
     with pytest.raises(AssertionError) as e:
-        Observer(identity_mosquitto.host, identity_mosquitto.port, tls_ca=identity_mosquitto.ca_pem, timeout=1)
+        Observer(
+            identity_mosquitto.host, identity_mosquitto.port, tls_ca=identity_mosquitto.ca_pem, timeout=1
+        )
     assert "CONNACK" in str(e.value) or "could not reach" in str(e.value)
     identity_mosquitto.wait_for_log("peer did not return a certificate")

@@ -2,6 +2,7 @@
 --ca` and `fleetwire collect` with certificates, against the real mosquitto started from the
 configuration broker-config wrote and a virtual board. No private key ever appears in what
 any of them prints or logs; bad input is refused before anything reaches the board."""
+
 import base64
 import os
 import signal
@@ -16,8 +17,12 @@ from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
 
 
 def cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "fleetwire.tools.cli"] + [str(a) for a in args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "fleetwire.tools.cli"] + [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def key_forms(key):
@@ -32,6 +37,7 @@ def key_forms(key):
 def console_until(port, pattern, timeout=30):
     import io
     from fleetwire.host.console import console
+
     buf = io.StringIO()
     hit = console(port, until=pattern, timeout=timeout, out=buf, wait=True)
     assert hit is not None, buf.getvalue()[-2000:]
@@ -52,12 +58,27 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
     assert "ca.key" in out and oct(os.stat(ca_dir / "ca.key").st_mode & 0o777) == "0o600"
     run("ca", "issue", "collector", "--role", "collector", "--out", creds, "--ca", ca_dir)
     port = free_port()
-    user = ["--user", "root"] if os.geteuid() == 0 else []   # as root mosquitto would drop to another user
-    run("broker-config", "--ca", ca_dir, "--host", "localhost", "--host", "127.0.0.1", "--port", port,
-        "--bind", "127.0.0.1", "--out", brk, *user)
+    user = ["--user", "root"] if os.geteuid() == 0 else []  # as root mosquitto would drop to another user
+    run(
+        "broker-config",
+        "--ca",
+        ca_dir,
+        "--host",
+        "localhost",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        port,
+        "--bind",
+        "127.0.0.1",
+        "--out",
+        brk,
+        *user,
+    )
     log = open(tmp_path / "mosquitto.log", "w")
-    broker = subprocess.Popen([find_mosquitto(), "-c", str(brk / "mosquitto.conf")], stdout=log,
-                              stderr=subprocess.STDOUT)
+    broker = subprocess.Popen(
+        [find_mosquitto(), "-c", str(brk / "mosquitto.conf")], stdout=log, stderr=subprocess.STDOUT
+    )
     vb = VirtualBoard(str(tmp_path / "vboard"), heap="128K").start()
     try:
         assert wait_for_prompt(vb.port)
@@ -74,10 +95,27 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
         board_keys.append(pki.load_private_key(os.path.join(vb.fs, "tls", "key.der")))
         assert pki.key_der(board_keys[0]) != pki.key_der(board_keys[1])
         # the collector logs in with its certificate, as the command line says
-        col = subprocess.Popen([sys.executable, "-m", "fleetwire.tools.cli", "collect", "--broker",
-                                "127.0.0.1:%d" % port, "--landing", tmp_path / "landing", "--tls-ca",
-                                creds / "ca.pem", "--cert", creds / "collector.pem", "--key",
-                                creds / "collector.key"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        col = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "fleetwire.tools.cli",
+                "collect",
+                "--broker",
+                "127.0.0.1:%d" % port,
+                "--landing",
+                tmp_path / "landing",
+                "--tls-ca",
+                creds / "ca.pem",
+                "--cert",
+                creds / "collector.pem",
+                "--key",
+                creds / "collector.key",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         first = col.stdout.readline()
         col.send_signal(signal.SIGINT)
         rest, err = col.communicate(timeout=30)
@@ -91,11 +129,14 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
         broker.wait(10)
         log.close()
     said.append((tmp_path / "mosquitto.log").read_text())
-    assert "u'keyless-1'" in said[-1] and "u'collector'" in said[-1]   # each logged in as its certificate's CN
-    keys = {"the CA's": pki.load_private_key(str(ca_dir / "ca.key")),
-            "the collector's": pki.load_private_key(str(creds / "collector.key")),
-            "the broker's": pki.load_private_key(str(brk / "server.key")),
-            "the board's first": board_keys[0], "the board's second": board_keys[1]}
+    assert "u'keyless-1'" in said[-1] and "u'collector'" in said[-1]  # each logged in as its certificate's CN
+    keys = {
+        "the CA's": pki.load_private_key(str(ca_dir / "ca.key")),
+        "the collector's": pki.load_private_key(str(creds / "collector.key")),
+        "the broker's": pki.load_private_key(str(brk / "server.key")),
+        "the board's first": board_keys[0],
+        "the board's second": board_keys[1],
+    }
     text = "\n".join(said)
     for whose, key in keys.items():
         for form in key_forms(key):
@@ -121,18 +162,22 @@ def files_on(board):
     return sorted(os.path.relpath(os.path.join(d, f), board.fs) for d, _, fs in os.walk(board.fs) for f in fs)
 
 
-@pytest.mark.parametrize("case,reason", [
-    ("missing key", "no such file"),
-    ("key is a directory", "is a directory"),
-    ("key is not a key", "holds a certificate, not a private key"),
-    ("certificate of another key", "does not match its key"),
-    ("broker CA is a leaf", "is not a CA certificate"),
-    ("no CA there", "no fleet CA in"),
-    ("device takes the operator's name", "is the name of this CA's operator identity"),
-    ("rotate without a CA", "--rotate needs the fleet CA"),
-])
-def test_bad_identity_input_is_refused_before_anything_reaches_the_board(idle_board, fleet_ca, tmp_path, case,
-                                                                         reason):
+@pytest.mark.parametrize(
+    "case,reason",
+    [
+        ("missing key", "no such file"),
+        ("key is a directory", "is a directory"),
+        ("key is not a key", "holds a certificate, not a private key"),
+        ("certificate of another key", "does not match its key"),
+        ("broker CA is a leaf", "is not a CA certificate"),
+        ("no CA there", "no fleet CA in"),
+        ("device takes the operator's name", "is the name of this CA's operator identity"),
+        ("rotate without a CA", "--rotate needs the fleet CA"),
+    ],
+)
+def test_bad_identity_input_is_refused_before_anything_reaches_the_board(
+    idle_board, fleet_ca, tmp_path, case, reason
+):
     before = files_on(idle_board)
     mine, theirs = fleet_ca.issue("bad-input-1"), fleet_ca.issue("bad-input-2")
     cert, key = pki.write_credentials(mine, str(tmp_path))
@@ -142,7 +187,14 @@ def test_bad_identity_input_is_refused_before_anything_reaches_the_board(idle_bo
     cfg = tmp_path / "device.json"
     cfg.write_text('{"device_id": "%s", "broker": "localhost", "port": 8883}' % device)
     opts = {
-        "missing key": ["--cert", cert, "--key", str(tmp_path / "gone.key"), "--broker-ca", fleet_ca.cert_path],
+        "missing key": [
+            "--cert",
+            cert,
+            "--key",
+            str(tmp_path / "gone.key"),
+            "--broker-ca",
+            fleet_ca.cert_path,
+        ],
         "key is a directory": ["--cert", cert, "--key", str(tmp_path), "--broker-ca", fleet_ca.cert_path],
         "key is not a key": ["--cert", cert, "--key", other_cert, "--broker-ca", fleet_ca.cert_path],
         "certificate of another key": ["--cert", other_cert, "--key", key, "--broker-ca", fleet_ca.cert_path],
@@ -154,7 +206,7 @@ def test_bad_identity_input_is_refused_before_anything_reaches_the_board(idle_bo
     r = cli("deploy", "--port", idle_board.port, "--config", cfg, "--mpy", *opts)
     assert r.returncode == 2 and reason in r.stderr, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
-    assert files_on(idle_board) == before   # nothing was written
+    assert files_on(idle_board) == before  # nothing was written
 
 
 def test_no_board_may_take_a_service_name_even_before_the_service_has_a_certificate(tmp_path):
@@ -164,6 +216,7 @@ def test_no_board_may_take_a_service_name_even_before_the_service_has_a_certific
         ca.issue("operator", "device")
     # a broker configured for another operator name reserves that one too
     from fleetwire.host import brokerconf
+
     brokerconf.write(str(tmp_path / "broker"), ca, ["localhost"], operators=["ops-desk"])
     with pytest.raises(pki.PKIError, match="operator identity"):
         ca.issue("ops-desk", "device")

@@ -1,6 +1,7 @@
 """Run a portable test module's cases on CPython (in-process) and on the MicroPython
 unix port (one subprocess per module, .mpy-compiled, constrained heap), and report
 each case as its own pytest test so a failure is named."""
+
 import importlib
 import os
 import subprocess
@@ -35,8 +36,11 @@ def run_on_micropython(modname, board_lib, tmpdir, heap="96K", extra=()):
         srcs = [os.path.join(HERE, f + ".py") for f in (modname, "run")] + list(extra)
         for src in srcs:
             f = os.path.basename(src)[:-3]
-            r = subprocess.run([cross, "-o", os.path.join(tmpdir, f + ".mpy"), "-s", f + ".py",
-                                src], capture_output=True, text=True)
+            r = subprocess.run(
+                [cross, "-o", os.path.join(tmpdir, f + ".mpy"), "-s", f + ".py", src],
+                capture_output=True,
+                text=True,
+            )
             assert r.returncode == 0, r.stderr
         env_lib = board_lib + os.pathsep + tmpdir
         r = micropython.run(["-m", "run", modname], lib=env_lib, heap=heap, timeout=600)

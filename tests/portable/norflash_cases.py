@@ -77,7 +77,7 @@ def test_a_partial_program_lands_a_prefix_only():
         k = 0
         while k < 8 and got[k] == 0:
             k += 1
-        assert all(b == 0xFF for b in got[k + 1:]), got
+        assert all(b == 0xFF for b in got[k + 1 :]), got
         seen.add(k)
     assert len(seen) > 3  # the cut point varies with the seed
 
@@ -103,6 +103,7 @@ def test_a_file_backed_flash_survives_a_power_cycle():
     again = NorFlash(2, path=path)
     assert read(again, 4096, 4) == b"kept"
     import os
+
     os.remove(path)
 
 
@@ -110,6 +111,7 @@ def test_littlefs_mounts_on_it():
     if not MP:
         return  # VfsLfs2 is MicroPython's
     import vfs
+
     fl = NorFlash(8)
     vfs.VfsLfs2.mkfs(fl)
     fs = vfs.VfsLfs2(fl)
@@ -134,7 +136,8 @@ def test_a_cut_copy_is_the_flash_an_armed_cut_leaves():
                 for fl in (armed, watched):
                     fl.writeblocks(0, b"\x0f" * 64, 0)
                 watched.watch = lambda o, where, buf, fl=watched, c=copies, p=partial, s=seed: c.append(
-                    fl.cut_copy(o, where, buf, p, s))
+                    fl.cut_copy(o, where, buf, p, s)
+                )
                 armed.arm(1, partial, seed)
                 if op == "p":
                     raises(PowerCut, armed.writeblocks, 1, b"\x00\x11\x22\x33\x44\x55", 7)
@@ -144,7 +147,7 @@ def test_a_cut_copy_is_the_flash_an_armed_cut_leaves():
                     watched.ioctl(6, 0)
                 assert len(copies) == 1
                 assert copies[0].data == armed.data, (seed, partial, op)
-                if op == "p":   # and the watched flash itself went on uncut
+                if op == "p":  # and the watched flash itself went on uncut
                     assert read(watched, 64 + 7, 6) == b"\x00\x11\x22\x33\x44\x55"
                 else:
                     assert read(watched, 0, 64) == b"\xff" * 64

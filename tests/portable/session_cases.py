@@ -12,6 +12,7 @@ from session_kit import out, recv, session, start, eq, events, reconnect, raw_pu
 
 # ---- CONNECT and CONNACK
 
+
 def test_MQTT_3_1_0_1_connect_is_the_first_packet_and_nothing_follows_before_connack():
     s = Session(b"dev", keepalive=30)
     s.publish(b"t", b"early", 1)
@@ -37,9 +38,13 @@ def test_MQTT_3_1_3_7_an_empty_client_id_needs_clean_session():
 
 
 def test_connack_refusal_is_named():
-    for rc, reason in ((1, "unacceptable protocol version"), (2, "identifier rejected"),
-                       (3, "server unavailable"), (4, "bad user name or password"),
-                       (5, "not authorized")):
+    for rc, reason in (
+        (1, "unacceptable protocol version"),
+        (2, "identifier rejected"),
+        (3, "server unavailable"),
+        (4, "bad user name or password"),
+        (5, "not authorized"),
+    ):
         s = Session(b"dev")
         s.start(0)
         out(s)
@@ -78,6 +83,7 @@ def test_a_packet_before_connack_is_a_protocol_error():
 
 # ---- packet identifiers
 
+
 def test_MQTT_2_3_1_1_packet_ids_are_never_zero_and_wrap_past_65535():
     s = session(max_inflight=4, queue_size=4)
     s._last_pid = 65534
@@ -111,6 +117,7 @@ def test_MQTT_2_3_1_3_an_id_is_free_again_only_after_its_ack():
 
 
 # ---- outbound QoS 1 and 2
+
 
 def test_qos1_completes_on_puback():
     s = session()
@@ -220,11 +227,14 @@ def test_MQTT_4_7_1_1_a_topic_is_checked_on_every_publish_unless_it_is_the_same_
     t[6] = ord("#")
     raises(ValueError, s.publish, t, b"4", 0)
     s.publish(good, b"5", 0)
-    eq([(p.topic, p.payload) for p in out(s)],
-       [("fleet/t", b"1"), ("fleet/t", b"2"), ("fleet/a", b"3"), ("fleet/t", b"5")])
+    eq(
+        [(p.topic, p.payload) for p in out(s)],
+        [("fleet/t", b"1"), ("fleet/t", b"2"), ("fleet/a", b"3"), ("fleet/t", b"5")],
+    )
 
 
 # ---- a QoS 0 message written at once (pack_qos0: the client's path past the queue)
+
 
 def packed(s, n):
     return P.decode_all(bytes(s.tx[:n]))[0]
@@ -242,24 +252,24 @@ def test_a_qos0_message_never_overtakes_what_is_queued_or_due():
     s = session(max_inflight=1)
     s.publish(b"t", b"1", 1)
     out(s)
-    s.publish(b"t", b"2", 1)          # held: the window is full
+    s.publish(b"t", b"2", 1)  # held: the window is full
     eq(s.pack_qos0(b"t", b"3", False), 0)
     s = session()
-    s.subscribe(b"in/#", 1)           # a SUBSCRIBE waiting to be written
+    s.subscribe(b"in/#", 1)  # a SUBSCRIBE waiting to be written
     eq(s.pack_qos0(b"t", b"x", False), 0)
     s = session(now=0, keepalive=10)
-    s.tick(9900)                      # a PINGREQ due
+    s.tick(9900)  # a PINGREQ due
     eq(s.pack_qos0(b"t", b"x", False), 0)
     eq(out(s, 9900), [P.Pingreq()])
     s = Session(b"dev")
-    s.start(0)                        # CONNECT not yet answered
+    s.start(0)  # CONNECT not yet answered
     eq(s.pack_qos0(b"t", b"x", False), 0)
 
 
 def test_pack_qos0_leaves_copies_and_refusals_to_publish():
     s = session(max_packet=64)
-    eq(s.pack_qos0(bytearray(b"t"), b"x", False), 0)   # a mutable topic: publish() copies it
-    eq(s.pack_qos0(b"t", b"x" * 57, False), 0)          # might not fit: publish() says why
+    eq(s.pack_qos0(bytearray(b"t"), b"x", False), 0)  # a mutable topic: publish() copies it
+    eq(s.pack_qos0(b"t", b"x" * 57, False), 0)  # might not fit: publish() says why
     raises(ValueError, s.publish, b"t", b"x" * 62, 0)
     eq(packed(s, s.pack_qos0(b"t", b"x" * 56, False)).payload, b"x" * 56)
 
@@ -272,14 +282,17 @@ def test_MQTT_4_7_1_1_pack_qos0_refuses_wildcards_in_a_topic():
 
 # ---- resending after a reconnect
 
+
 def test_MQTT_4_4_0_1_unacked_publishes_are_resent_with_original_ids_and_dup():
     s = session(clean=False)
     a = s.publish(b"t", b"1", 1)
     b = s.publish(b"t", b"2", 2)
     eq(out(s), [P.Publish("t", b"1", 1, packet_id=a), P.Publish("t", b"2", 2, packet_id=b)])
     eq(reconnect(s, True), [P.Connect("dev", False, 0)])
-    eq(out(s), [P.Publish("t", b"1", 1, dup=True, packet_id=a),
-                P.Publish("t", b"2", 2, dup=True, packet_id=b)])
+    eq(
+        out(s),
+        [P.Publish("t", b"1", 1, dup=True, packet_id=a), P.Publish("t", b"2", 2, dup=True, packet_id=b)],
+    )
 
 
 def test_MQTT_3_3_1_1_dup_is_set_only_on_redelivery():
@@ -314,14 +327,20 @@ def test_MQTT_4_6_0_1_resends_keep_the_original_order():
     recv(s, P.Pubrec(a))
     out(s)
     reconnect(s, False)
-    eq(out(s), [P.Pubrel(a), P.Publish("t", b"b", 1, dup=True, packet_id=b),
-                P.Publish("t", b"c", 2, dup=True, packet_id=c)])
+    eq(
+        out(s),
+        [
+            P.Pubrel(a),
+            P.Publish("t", b"b", 1, dup=True, packet_id=b),
+            P.Publish("t", b"c", 2, dup=True, packet_id=c),
+        ],
+    )
 
 
 def test_resends_come_before_new_messages_and_respect_the_window():
     s = session(clean=False, max_inflight=2, queue_size=4)
     a = s.publish(b"t", b"a", 1)
-    b = s.publish(b"t", b"b", 1)
+    s.publish(b"t", b"b", 1)
     out(s)
     s.publish(b"t", b"c", 1)
     reconnect(s, True)
@@ -352,6 +371,7 @@ def test_messages_published_while_disconnected_go_out_after_connack():
 
 # ---- inbound
 
+
 def test_MQTT_3_3_4_1_qos1_is_delivered_then_acknowledged():
     s = session()
     log = events(s)
@@ -370,8 +390,12 @@ def test_qos0_is_delivered_without_ack():
 
 def test_MQTT_4_6_0_2_pubacks_go_in_the_order_the_publishes_arrived():
     s = session()
-    recv(s, P.Publish("a", b"1", 1, packet_id=7), P.Publish("a", b"2", 1, packet_id=3),
-         P.Publish("a", b"3", 1, packet_id=5))
+    recv(
+        s,
+        P.Publish("a", b"1", 1, packet_id=7),
+        P.Publish("a", b"2", 1, packet_id=3),
+        P.Publish("a", b"3", 1, packet_id=5),
+    )
     eq(out(s), [P.Puback(7), P.Puback(3), P.Puback(5)])
 
 
@@ -428,8 +452,12 @@ def test_qos2_to_a_session_that_never_asked_for_it_is_delivered_and_answered():
 def test_MQTT_3_3_2_2_a_received_topic_is_checked_even_after_a_good_one():
     # the session skips the byte-by-byte checks for a topic equal to the last one that
     # passed them; any other topic is checked in full
-    for bad, rule in ((b"a/+", "MQTT-3.3.2-2"), (b"a/#", "MQTT-3.3.2-2"),
-                      (b"a/\xed\xa0\x80", "MQTT-1.5.3-1"), (b"a/\x00", "MQTT-1.5.3-2")):
+    for bad, rule in (
+        (b"a/+", "MQTT-3.3.2-2"),
+        (b"a/#", "MQTT-3.3.2-2"),
+        (b"a/\xed\xa0\x80", "MQTT-1.5.3-1"),
+        (b"a/\x00", "MQTT-1.5.3-2"),
+    ):
         for qos in (0, 1, 2):
             s = session()
             s.need_qos2()
@@ -448,6 +476,7 @@ def test_messages_on_alternating_topics_are_each_delivered():
     for t in (b"a/b", b"a/c", b"a/b", b"a/b"):
         s.receive(raw_publish(t, b"m"), 0)
     eq([m[1] for m in log], [b"a/b", b"a/c", b"a/b", b"a/b"])
+
 
 def test_an_unexpected_pubrel_is_answered_with_pubcomp():
     s = session()
@@ -488,7 +517,7 @@ def test_a_burst_of_qos1_publishes_is_taken_while_the_acks_wait():
     while i < len(data) or s.room() and out(s):
         v = s.rx()  # read while there is room, as the I/O loops do
         k = min(len(v), len(data) - i, 7)
-        v[:k] = data[i:i + k]
+        v[:k] = data[i : i + k]
         i += k
         s.received(k, 0)
         acks += out(s)
@@ -516,7 +545,7 @@ def test_a_packet_stopped_half_way_is_a_dead_link_even_without_keepalive():
 
 def test_waiting_for_the_next_packet_has_no_deadline_without_keepalive():
     s = session()
-    eq(s.tick(10 ** 6), 60000)  # no keepalive, no packet begun: nothing is due
+    eq(s.tick(10**6), 60000)  # no keepalive, no packet begun: nothing is due
 
 
 def test_a_failing_callback_withdraws_the_ack_so_the_broker_redelivers():
@@ -524,12 +553,14 @@ def test_a_failing_callback_withdraws_the_ack_so_the_broker_redelivers():
 
     def boom(t, m):
         raise RuntimeError("app failed")
+
     s.cb = boom
     raises(RuntimeError, recv, s, P.Publish("a", b"1", 1, packet_id=3))
     eq(out(s), [])
 
 
 # ---- broker misbehaviour
+
 
 def test_puback_for_an_unknown_id_is_a_protocol_error_and_loses_nothing():
     s = session()
@@ -572,9 +603,10 @@ def test_an_oversize_packet_is_refused_before_it_is_read():
 
 # ---- subscriptions
 
+
 def test_subscribe_and_suback():
     s = session()
-    log = events(s)
+    events(s)
     pid = s.subscribe(b"a/+", 1)
     eq(out(s), [P.Subscribe(pid, [("a/+", 1)])])
     eq(s.sub_result(pid), -1)
@@ -586,7 +618,7 @@ def test_subscribe_and_suback():
 
 def test_a_refused_subscription_is_reported_and_forgotten():
     s = session()
-    log = events(s)
+    events(s)
     pid = s.subscribe(b"x/#", 0)
     out(s)
     recv(s, P.Suback(pid, [0x80]))
@@ -597,7 +629,7 @@ def test_a_refused_subscription_is_reported_and_forgotten():
 
 def test_unsubscribe_and_unsuback():
     s = session()
-    log = events(s)
+    events(s)
     pid = s.subscribe(b"a", 0)
     out(s)
     recv(s, P.Suback(pid, [0]))
@@ -648,6 +680,7 @@ def test_MQTT_4_7_1_2_invalid_filters_are_refused():
 
 # ---- keepalive (Paho's checkForActivity, delta 100 ms)
 
+
 def test_MQTT_3_1_2_23_pingreq_when_nothing_was_sent_within_keepalive():
     s = session(now=0, keepalive=10)
     s.tick(9899)
@@ -693,8 +726,8 @@ def test_nothing_written_for_twice_keepalive_is_a_write_timeout():
 
 def test_keepalive_zero_never_pings():
     s = session(now=0, keepalive=0)
-    s.tick(10 ** 6)
-    eq(out(s, 10 ** 6), [])
+    s.tick(10**6)
+    eq(out(s, 10**6), [])
 
 
 # ---- reconnect backoff (Paho: 1 s doubling to 128 s; fleetwire adds jitter)

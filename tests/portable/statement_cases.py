@@ -37,6 +37,7 @@ def test_MQTT_3_1_2_4_and_4_1_0_1_and_2_a_persistent_session_keeps_its_state_acr
     eq(out(s), [P.Pubrec(44), P.Pubcomp(44)])
     eq(log, [("msg", b"in", b"q2", 2)])  # its id was kept: the repeat is not delivered
 
+
 def test_MQTT_3_1_2_22_a_password_without_user_name_is_refused():
     s = Session(b"dev")
     s.password = b"pw"
@@ -84,8 +85,13 @@ def test_MQTT_2_2_2_1_every_packet_the_client_writes_has_table_2_2_flags():
     s.publish(b"t", b"1", 1)
     p2 = s.publish(b"t", b"2", 2)
     written += raw_out(s)
-    recv(s, P.Publish("in", b"q1", 1, packet_id=5), P.Publish("in", b"q2", 2, packet_id=6),
-         P.Pubrel(6), P.Pubrec(p2))
+    recv(
+        s,
+        P.Publish("in", b"q1", 1, packet_id=5),
+        P.Publish("in", b"q2", 2, packet_id=6),
+        P.Pubrel(6),
+        P.Pubrec(p2),
+    )
     s.tick(9900)
     written += raw_out(s, 9900)
     s.disconnect()
@@ -150,5 +156,5 @@ def test_MQTT_3_14_4_2_nothing_is_written_after_disconnect():
         eq(out(s), [P.Disconnect()])
         eq(s.pack_qos0(b"t", b"later", False), 0)
         s.publish(b"t", b"later", 0)
-        s.tick(10 ** 6)
-        eq(out(s, 10 ** 6), [])
+        s.tick(10**6)
+        eq(out(s, 10**6), [])

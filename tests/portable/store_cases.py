@@ -22,7 +22,7 @@ except ImportError:  # MicroPython: host code is not in the board tree
 from fleetwire.ringstore import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.ramstore import RamStore
-from fleetwire.session import Session, CONNECTED
+from fleetwire.session import Session
 from fleetwire.store import StoreFull
 from fleetwire.codec import wire
 
@@ -56,7 +56,7 @@ def packets_out(s):
             while s.tx[h - 1] & 0x80:
                 h += 1
             te, pid, ps = wire.publish_fields(first, s.tx[h:], n - h)
-            out.append((t, pid, bytes(s.tx[h + ps:n]), bool(first & 8)))
+            out.append((t, pid, bytes(s.tx[h + ps : n]), bool(first & 8)))
         elif t in (wire.PUBREL, wire.PUBACK, wire.PUBREC, wire.PUBCOMP):
             out.append((t, s.tx[2] << 8 | s.tx[3], None, False))
         else:
@@ -69,19 +69,28 @@ class Run:
     def __init__(self, flash, kind="ring"):
         self.flash = flash
         self.kind = kind
-        self.accepted = []     # message numbers whose publish() returned
-        self.pid = {}          # message number -> packet id
-        self.by_pid = {}       # packet id -> message number (ids are reused)
+        self.accepted = []  # message numbers whose publish() returned
+        self.pid = {}  # message number -> packet id
+        self.by_pid = {}  # packet id -> message number (ids are reused)
         self.completed = set()
-        self.rel = set()       # PUBREC processed
+        self.rel = set()  # PUBREC processed
         self.in_stored = set()
         self.in_done = set()
         self.delivered = {}
-        self.cur = None        # what the operation under way may change
+        self.cur = None  # what the operation under way may change
         self.s = None
 
     def mount(self):
-        s = Session(b"dev", 0, False, max_inflight=3, queue_size=4, max_packet=128, max_subscriptions=2, store=make_store(self.flash, self.kind))
+        s = Session(
+            b"dev",
+            0,
+            False,
+            max_inflight=3,
+            queue_size=4,
+            max_packet=128,
+            max_subscriptions=2,
+            store=make_store(self.flash, self.kind),
+        )
         s.on_delivered = self._delivered
         s.cb = self._message
         self.s = s
@@ -116,7 +125,7 @@ class Run:
             out = packets_out(s)
             if not out:
                 return
-            for t, pid, payload, dup in out:
+            for t, pid, _payload, _dup in out:
                 if t == wire.PUBLISH:
                     i = self.by_pid[pid]
                     if i in hold:
@@ -156,8 +165,8 @@ def workload(run, rounds=2, scale=1):
 
 
 def one_round(run, i, j, scale):
-    h = (i,)                           # this one stays in flight: its block must be moved
-    for _ in range(6):                 # offline: a backlog builds up on flash
+    h = (i,)  # this one stays in flight: its block must be moved
+    for _ in range(6):  # offline: a backlog builds up on flash
         run.publish(i)
         i += 1
     run.connect()
@@ -169,7 +178,7 @@ def one_round(run, i, j, scale):
         run.exchange(hold=h)
     run.release(j + 1, 501 + j)
     run.inbound(j + 2, 502 + j)
-    run.mount()                        # restart: in-flight and inbound come back
+    run.mount()  # restart: in-flight and inbound come back
     for _ in range(5):
         run.publish(i)
         i += 1
@@ -197,8 +206,10 @@ def new_flash(kind="ring", file_blocks=24):
         return NorFlash(4, block_size=512)
     if not MP:
         import tempfile
+
         return tempfile.mkdtemp()
     import vfs
+
     f = NorFlash(file_blocks, block_size=512)
     vfs.VfsLfs2.mkfs(f)
     return f
@@ -207,6 +218,7 @@ def new_flash(kind="ring", file_blocks=24):
 def unmount():
     if MP:
         import vfs
+
         try:
             vfs.umount("/st")
         except OSError:
@@ -219,6 +231,7 @@ def make_store(flash, kind):
     if not MP:
         return FileStore(flash + "/q")
     import vfs
+
     unmount()
     vfs.mount(vfs.VfsLfs2(flash), "/st")
     return FileStore("/st/q")
@@ -243,11 +256,13 @@ def verify(run):
         rel = s._f[slot] & 24 == 24  # RECEIVED: PUBREC came
         assert i is not None, "a restored packet id no message had"
         if i != cur:
-            assert rel == (i in run.rel and i not in run.completed), \
-                "message %d restored with PUBREC %s" % (i, rel)
+            assert rel == (i in run.rel and i not in run.completed), "message %d restored with PUBREC %s" % (
+                i,
+                rel,
+            )
     # inbound QoS 2 awaiting PUBREL
     held = set()
-    for p in (s._xp if s._q2 else ()):
+    for p in s._xp if s._q2 else ():
         if p:
             held.add(p - 500)
     want = run.in_stored - run.in_done
@@ -268,7 +283,7 @@ def verify(run):
     # and it still works
     for i in range(1000, 1012):
         p = s.publish(b"t/s", b"m%d" % i, 1)
-        for t, pid, payload, dup in packets_out(s):
+        for t, pid, _payload, _dup in packets_out(s):
             if t == wire.PUBLISH:
                 s.receive(ack(wire.PUBACK, pid), 0)
         assert not s.in_flight(p)
@@ -286,7 +301,7 @@ def drain(s, by_pid):
         out = packets_out(s)
         if not out:
             return seen
-        for t, pid, payload, dup in out:
+        for t, pid, payload, _dup in out:
             if t == wire.PUBLISH:
                 i = int(payload[1:].split(b".")[0])
                 by_pid[pid] = i
@@ -311,7 +326,7 @@ def sweep(step=1, kind="ring", rounds=2, scale=1):
     run = None
     for k in range(1, total + 1, step):
         for partial in (False, True):
-            f = run = None   # the last run's flash must go before the next is made
+            f = run = None  # the last run's flash must go before the next is made
             unmount()
             gc.collect()
             f = new_flash(kind)
@@ -342,6 +357,7 @@ def test_the_workload_wraps_the_ring_and_moves_live_records():
         inner = s.store.on_move
         s.store.on_move = lambda a, b: (moves.append(a), inner(a, b))
         return s
+
     run.mount = counting_mount
     workload(run)
     assert min(f.erases) >= 1, f.erases
@@ -360,7 +376,7 @@ def test_every_power_cut_of_the_workload_loses_nothing():
 
 def test_every_power_cut_of_the_file_store_on_littlefs_loses_nothing():
     if not MP:
-        return   # LittleFS is MicroPython's; CPython runs the other file-store cases
+        return  # LittleFS is MicroPython's; CPython runs the other file-store cases
     n = sweep(3, "file", 1, 4)
     print("cut points tried (file store):", n)
     assert n > 150
@@ -384,18 +400,28 @@ def test_a_cut_at_every_flash_operation_of_a_device_and_its_broker_loses_nothing
     # host/cutsweep.py, which bench/store.py --sweep runs at full size (over 10,000 cut
     # points per store): every operation of six rounds on CPython (about 3,000 cut
     # points), every 2nd of three rounds on MicroPython
-    check_forked_sweep(cutsweep.Sweep("ring", rounds=3 if MP else 6, nshards=2 if MP else 1, samples=3),
-                       700 if MP else 2500)
+    check_forked_sweep(
+        cutsweep.Sweep("ring", rounds=3 if MP else 6, nshards=2 if MP else 1, samples=3), 700 if MP else 2500
+    )
 
 
 def test_a_cut_at_every_flash_operation_of_the_file_store_on_littlefs_loses_nothing():
     if not MP:
-        return   # LittleFS is MicroPython's
+        return  # LittleFS is MicroPython's
     check_forked_sweep(cutsweep.Sweep("file", rounds=1, nshards=4, samples=2, nested=False), 200)
 
 
 def restored(f, kind, clean=False):
-    s = Session(b"dev", 0, clean, max_inflight=3, queue_size=4, max_packet=128, max_subscriptions=2, store=make_store(f, kind))
+    s = Session(
+        b"dev",
+        0,
+        clean,
+        max_inflight=3,
+        queue_size=4,
+        max_packet=128,
+        max_subscriptions=2,
+        store=make_store(f, kind),
+    )
     s.start(0)
     packets_out(s)
     s.receive(b"\x20\x02\x00\x00" if clean else CONNACK_PRESENT, 0)
@@ -407,11 +433,11 @@ def check_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewher
     run = Run(f, kind)
     run.mount()
     for i in range(3):
-        run.publish(i)           # 0: QoS 1, 1: QoS 2, 2: QoS 1
+        run.publish(i)  # 0: QoS 1, 1: QoS 2, 2: QoS 1
     run.connect()
     out = packets_out(run.s)
     assert [p[1] for p in out] == [1, 2, 3]
-    run.s.receive(ack(wire.PUBREC, 2), 0)    # sc-2
+    run.s.receive(ack(wire.PUBREC, 2), 0)  # sc-2
     s = restored(f, kind)
     out = packets_out(s)
     assert out[0][:2] == (wire.PUBLISH, 1) and out[0][3], "PUBLISH 1 again, DUP set"
@@ -426,7 +452,16 @@ def check_restore_keeps_the_packet_id_order_and_continues_after_the_highest(kind
     run.mount()
     for i in range(4):
         run.publish(i)
-    s = Session(b"dev", 0, False, max_inflight=3, queue_size=4, max_packet=128, max_subscriptions=2, store=make_store(f, kind))
+    s = Session(
+        b"dev",
+        0,
+        False,
+        max_inflight=3,
+        queue_size=4,
+        max_packet=128,
+        max_subscriptions=2,
+        store=make_store(f, kind),
+    )
     assert s.publish(b"t/s", b"x", 1) == 5, "next id after the highest restored"
 
 
@@ -437,9 +472,18 @@ def check_a_clean_session_discards_what_was_in_flight_and_keeps_the_offline_queu
     for i in range(5):
         run.publish(i)
     run.connect()
-    packets_out(run.s)               # 0, 1, 2 sent (window 3); 3, 4 never sent
+    packets_out(run.s)  # 0, 1, 2 sent (window 3); 3, 4 never sent
     gone = []
-    s = Session(b"dev", 0, True, max_inflight=3, queue_size=4, max_packet=128, max_subscriptions=2, store=make_store(f, kind))
+    s = Session(
+        b"dev",
+        0,
+        True,
+        max_inflight=3,
+        queue_size=4,
+        max_packet=128,
+        max_subscriptions=2,
+        store=make_store(f, kind),
+    )
     s.on_discarded = lambda t, m, q: gone.append(m)
     s.start(0)
     packets_out(s)
@@ -461,10 +505,18 @@ def check_a_full_store_raises_storefull_and_keeps_everything(kind):
     except StoreFull as e:
         assert "full" in str(e)
     assert i > 8, "stored only %d messages" % i
-    s = Session(b"dev", 0, False, max_inflight=3, queue_size=4, max_packet=128, max_subscriptions=2, store=make_store(f, kind))
+    s = Session(
+        b"dev",
+        0,
+        False,
+        max_inflight=3,
+        queue_size=4,
+        max_packet=128,
+        max_subscriptions=2,
+        store=make_store(f, kind),
+    )
     assert drain(s, run.by_pid) == list(range(i))
-    s.publish(b"t/s", b"m0", 1)   # room again
-
+    s.publish(b"t/s", b"m0", 1)  # room again
 
 
 def check_inbound_qos2_survives_a_restart_and_is_delivered_once(kind):
@@ -473,38 +525,37 @@ def check_inbound_qos2_survives_a_restart_and_is_delivered_once(kind):
     run.mount()
     run.connect()
     run.inbound(7, 77)
-    assert run.delivered == {7: 1}    # delivered on arrival; its id is kept until PUBREL
-    run.mount()                       # restart before PUBREL
+    assert run.delivered == {7: 1}  # delivered on arrival; its id is kept until PUBREL
+    run.mount()  # restart before PUBREL
     run.connect()
-    run.s.receive(inbound_publish(77, 7), 0)   # the broker repeats it: not delivered
+    run.s.receive(inbound_publish(77, 7), 0)  # the broker repeats it: not delivered
     assert run.delivered == {7: 1}
     run.release(7, 77)
     run.mount()
     run.connect()
-    run.release(7, 77)                # a repeated PUBREL: PUBCOMP only
+    run.release(7, 77)  # a repeated PUBREL: PUBCOMP only
     assert run.delivered == {7: 1}
-    run.inbound(8, 77)                # released: the id is free for a new message
+    run.inbound(8, 77)  # released: the id is free for a new message
     assert run.delivered == {7: 1, 8: 1}
-
 
 
 def check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart(kind):
     # more than the session's id table (32): the rest are kept in its bitmap and on flash
-    f = new_flash(kind, file_blocks=64)   # a file a record: room for 40 of them
+    f = new_flash(kind, file_blocks=64)  # a file a record: room for 40 of them
     run = Run(f, kind)
     run.mount()
     run.connect()
     for j in range(40):
         run.inbound(j, 101 + j)
-    run.mount()                       # restart: every id comes back
+    run.mount()  # restart: every id comes back
     run.connect()
-    for j in range(40):               # the broker repeats them all: none delivered again
+    for j in range(40):  # the broker repeats them all: none delivered again
         run.s.receive(inbound_publish(101 + j, j), 0)
         packets_out(run.s)
     assert run.delivered == {j: 1 for j in range(40)}
     for j in range(40):
         run.release(j, 101 + j)
-    run.mount()                       # released: nothing comes back
+    run.mount()  # released: nothing comes back
     run.connect()
     assert 101 not in run.s._xp and 140 not in run.s._xp and not run.s._xb
     run.inbound(99, 140)
@@ -561,13 +612,22 @@ def test_file_store_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart(
 
 
 def test_ram_store_keeps_copies_in_order_and_reports_full():
-    s = Session(b"dev", 0, False, max_inflight=3, queue_size=4, max_packet=128, max_subscriptions=2, store=RamStore(4096, 1024))
+    s = Session(
+        b"dev",
+        0,
+        False,
+        max_inflight=3,
+        queue_size=4,
+        max_packet=128,
+        max_subscriptions=2,
+        store=RamStore(4096, 1024),
+    )
     msg = bytearray(b"m0")
     pids = []
     try:
         for i in range(200):
             msg[1:] = b"%d" % i
-            pids.append(s.publish(b"t/s", msg, 1 + i % 2))   # the buffer is reused: the store copies
+            pids.append(s.publish(b"t/s", msg, 1 + i % 2))  # the buffer is reused: the store copies
     except StoreFull:
         pass
     assert 20 < len(pids) < 200

@@ -1,6 +1,7 @@
 """Resilience tests: the device fixtures (tests/agents.py) run each test on
-MicroPython (96 KB heap) and on CPython; `cut_report(name, points)` adds a line to
+MicroPython (80 KB heap) and on CPython; `cut_report(name, points)` adds a line to
 the cut-sweep summary printed at the end of the run."""
+
 import pytest
 
 from agents import interp, device  # noqa: F401
@@ -12,6 +13,7 @@ def cut_report(request):
 
     def add(points, messages):
         rows.append((request.node.name, points, messages))
+
     return add
 
 

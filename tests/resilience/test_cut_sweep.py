@@ -4,11 +4,12 @@ by itself and the message still arrives: at least once for QoS 1, exactly once
 for QoS 2. Outbound, an independent paho-mqtt subscriber counts what arrives;
 inbound, the device's own callback does.
 
-The device is the real client on MicroPython (96 KB heap) and on CPython, one
+The device is the real client on MicroPython (80 KB heap) and on CPython, one
 process per sweep, behind the fault-injecting proxy in front of mosquitto. Cuts
 are resets (RST), as a lost Wi-Fi link looks; the session is persistent
 (clean_session=False), as exactly-once needs.
 """
+
 import collections
 import time
 
@@ -19,8 +20,16 @@ TIMEOUT = 20
 
 def start(device, proxy, interp, name):
     d = device("sw-%s-%s" % (name, interp[:2]))
-    d.call("init", id=d.client_id, host="127.0.0.1", port=proxy.port, reconnect=True,
-           backoff_min=0.01, backoff_max=0.05, io_timeout=5)
+    d.call(
+        "init",
+        id=d.client_id,
+        host="127.0.0.1",
+        port=proxy.port,
+        reconnect=True,
+        backoff_min=0.01,
+        backoff_max=0.05,
+        io_timeout=5,
+    )
     d.call("connect", clean=False)
     return d
 
@@ -47,15 +56,21 @@ def cut_points(proxy, before, packets):
 def check(counts, sent, qos, points):
     lost = [m for m in sent if counts[m] == 0]
     dup = {m: counts[m] for m in sent if counts[m] > 1}
-    assert not lost, "%d of %d messages lost over %d cut points: %s" % (len(lost), len(sent), len(points), lost[:10])
+    assert not lost, "%d of %d messages lost over %d cut points: %s" % (
+        len(lost),
+        len(sent),
+        len(points),
+        lost[:10],
+    )
     if qos == 2:
         assert not dup, "QoS 2 delivered more than once over %d cut points: %s" % (len(points), dup)
     assert not set(counts) - set(sent), "messages nobody sent: %s" % (set(counts) - set(sent))
 
 
 @pytest.mark.parametrize("qos", [1, 2])
-def test_outbound_survives_a_cut_at_every_byte_and_after_every_packet(device, make_proxy, make_observer,
-                                                                     interp, qos, cut_report):
+def test_outbound_survives_a_cut_at_every_byte_and_after_every_packet(
+    device, make_proxy, make_observer, interp, qos, cut_report
+):
     p = make_proxy()
     d = start(device, p, interp, "out%d" % qos)
     topic = "sweep/out/%s/%d" % (interp, qos)
@@ -76,7 +91,7 @@ def test_outbound_survives_a_cut_at_every_byte_and_after_every_packet(device, ma
     before = (p.bytes("up"), p.bytes("down"))
     conn = p.accepted
     exchange()
-    points = cut_points(p, before, p.packets(conn)[-(4 if qos == 2 else 2):])
+    points = cut_points(p, before, p.packets(conn)[-(4 if qos == 2 else 2) :])
     heap0 = heap(d)
     assert len(points) >= (36 if qos == 2 else 22)
     for i, (direction, where) in enumerate(points):
@@ -96,8 +111,9 @@ def test_outbound_survives_a_cut_at_every_byte_and_after_every_packet(device, ma
 
 
 @pytest.mark.parametrize("qos", [1, 2])
-def test_inbound_survives_a_cut_at_every_byte_and_after_every_packet(device, make_proxy, make_observer,
-                                                                    interp, qos, cut_report):
+def test_inbound_survives_a_cut_at_every_byte_and_after_every_packet(
+    device, make_proxy, make_observer, interp, qos, cut_report
+):
     p = make_proxy()
     d = start(device, p, interp, "in%d" % qos)
     topic = "sweep/in/%s/%d" % (interp, qos)
@@ -120,7 +136,7 @@ def test_inbound_survives_a_cut_at_every_byte_and_after_every_packet(device, mak
     before = (p.bytes("up"), p.bytes("down"))
     conn = p.accepted
     exchange()
-    points = cut_points(p, before, p.packets(conn)[-(4 if qos == 2 else 2):])
+    points = cut_points(p, before, p.packets(conn)[-(4 if qos == 2 else 2) :])
     heap0 = heap(d)
     assert len(points) >= (36 if qos == 2 else 22)
     for i, (direction, where) in enumerate(points):
@@ -130,7 +146,7 @@ def test_inbound_survives_a_cut_at_every_byte_and_after_every_packet(device, mak
             heap0 = heap(d)  # after the first reconnect: its one-time allocations are made
     grew = heap(d) - heap0
     assert grew < 512, "the heap grew by %d bytes over %d reconnects" % (grew, p.cuts)
-    r = d.call("recv", n=10 ** 6, ms=500)  # anything late, such as a QoS 1 duplicate
+    r = d.call("recv", n=10**6, ms=500)  # anything late, such as a QoS 1 duplicate
     got.extend(m[1] for m in r["msgs"])
     counts = collections.Counter(got)
     check(counts, sent, qos, points)
@@ -139,8 +155,9 @@ def test_inbound_survives_a_cut_at_every_byte_and_after_every_packet(device, mak
     assert firsts == sorted(firsts), "messages out of order"
 
 
-def test_a_cut_during_the_reconnect_itself_loses_nothing(device, make_proxy, make_observer, interp,
-                                                         cut_report):
+def test_a_cut_during_the_reconnect_itself_loses_nothing(
+    device, make_proxy, make_observer, interp, cut_report
+):
     """A QoS 2 message is in flight when the link drops; the reconnect (CONNECT,
     CONNACK, the resent PUBLISH and the rest of the flow) is then cut at each of
     its byte offsets in turn, so the resend itself is interrupted."""

@@ -1,22 +1,30 @@
 """Outages a deployed device meets: a link that goes silent, a broker that restarts
 (with and without its store), a long time offline, and a second device with the
 same client id. The device is the real client with reconnect=True, on MicroPython
-(96 KB heap) and on CPython, against mosquitto; paho-mqtt clients watch."""
+(80 KB heap) and on CPython, against mosquitto; paho-mqtt clients watch."""
 
 from fleetwire.host.observer import Observer
 
 
 def start(device, interp, port, name, clean=False, **kw):
     d = device("%s-%s" % (name, interp[:2]))
-    opts = dict(id=d.client_id, host="127.0.0.1", port=port, reconnect=True, backoff_min=0.05,
-                backoff_max=0.5, io_timeout=5)
+    opts = dict(
+        id=d.client_id,
+        host="127.0.0.1",
+        port=port,
+        reconnect=True,
+        backoff_min=0.05,
+        backoff_max=0.5,
+        io_timeout=5,
+    )
     opts.update(kw)
     d.call("init", **opts)
     return d
 
 
-def test_a_silent_link_is_noticed_by_keepalive_and_the_will_goes_out(device, make_proxy, make_observer,
-                                                                      interp):
+def test_a_silent_link_is_noticed_by_keepalive_and_the_will_goes_out(
+    device, make_proxy, make_observer, interp
+):
     p = make_proxy()
     d = start(device, interp, p.port, "blackhole", keepalive=1)
     will = "outage/will/%s" % interp
@@ -117,8 +125,9 @@ def test_offline_the_queue_fills_says_so_and_drains_in_order(device, make_proxy,
     assert [m[1].decode() for m in msgs] == want
 
 
-def test_offline_with_drop_oldest_the_oldest_qos0_go_and_are_counted(device, make_proxy, make_observer,
-                                                                     interp):
+def test_offline_with_drop_oldest_the_oldest_qos0_go_and_are_counted(
+    device, make_proxy, make_observer, interp
+):
     p = make_proxy()
     topic = "dropold/%s" % interp
     o = make_observer()
@@ -143,8 +152,16 @@ def test_two_devices_with_one_client_id_are_told_instead_of_fighting(device, mos
     a = device(ids)
     b = device(ids)
     for d in (a, b):
-        d.call("init", id=ids, host="127.0.0.1", port=mosquitto.port, reconnect=True,
-               backoff_min=0.05, backoff_max=0.2, io_timeout=5)
+        d.call(
+            "init",
+            id=ids,
+            host="127.0.0.1",
+            port=mosquitto.port,
+            reconnect=True,
+            backoff_min=0.05,
+            backoff_max=0.2,
+            io_timeout=5,
+        )
     a.call("connect")
     b.call("connect")  # takes the session over: a is closed by the broker
     errors = []

@@ -2,6 +2,7 @@
 tool's error paths without hardware: it answers esptool's SYNC, READ_REG and
 GET_SECURITY_INFO the way a chip of the chosen kind does (just enough to be
 detected), or stays silent (no chip), or sends noise."""
+
 import os
 import struct
 import threading
@@ -58,8 +59,8 @@ class FakeChip:
                 end = buf.find(b"\xc0", start + 1)
                 if end < 0:
                     break
-                pkt = buf[start + 1:end].replace(b"\xdb\xdc", b"\xc0").replace(b"\xdb\xdd", b"\xdb")
-                buf = buf[end:] if end - start == 1 else buf[end + 1:]
+                pkt = buf[start + 1 : end].replace(b"\xdb\xdc", b"\xc0").replace(b"\xdb\xdd", b"\xdb")
+                buf = buf[end:] if end - start == 1 else buf[end + 1 :]
                 if len(pkt) < 8 or pkt[0] != 0:
                     continue
                 self._command(pkt[1], pkt[8:])

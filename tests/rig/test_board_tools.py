@@ -1,5 +1,6 @@
 """`fleetwire deploy` and `fleetwire console` as a user runs them, on a virtual board,
 and their clear errors when something is wrong."""
+
 import json
 import os
 import subprocess
@@ -14,8 +15,12 @@ from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
 
 
 def cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "fleetwire.tools.cli"] + list(args), capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "fleetwire.tools.cli"] + list(args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -28,9 +33,19 @@ def vboard(tmp_path):
 
 def test_deploy_copies_what_changed_and_never_prints_credentials(vboard, tmp_path, mosquitto):
     cfg = tmp_path / "device.json"
-    cfg.write_text(json.dumps({"device_id": "tool-1", "broker": "127.0.0.1", "port": mosquitto.port,
-                               "wifi_ssid": "lab", "wifi_password": "hunter2", "mqtt_user": "tool",
-                               "mqtt_password": "s3cret"}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "device_id": "tool-1",
+                "broker": "127.0.0.1",
+                "port": mosquitto.port,
+                "wifi_ssid": "lab",
+                "wifi_password": "hunter2",
+                "mqtt_user": "tool",
+                "mqtt_password": "s3cret",
+            }
+        )
+    )
     r = cli("deploy", "--port", vboard.port, "--config", str(cfg), "--mpy")
     assert r.returncode == 0, r.stderr
     assert "copied lib/fleetwire/client.mpy" in r.stdout and "copied config.json" in r.stdout
@@ -48,20 +63,26 @@ def test_deploy_copies_what_changed_and_never_prints_credentials(vboard, tmp_pat
         o.wait_for(1, timeout=20)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--port", "/dev/ttyNOPE0"], "no such serial port: /dev/ttyNOPE0"),
-    (["--port", "/dev/null", "--config", "/nonexistent.json"], "cannot read config /nonexistent.json"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--port", "/dev/ttyNOPE0"], "no such serial port: /dev/ttyNOPE0"),
+        (["--port", "/dev/null", "--config", "/nonexistent.json"], "cannot read config /nonexistent.json"),
+    ],
+)
 def test_deploy_explains_what_is_wrong(args, message):
     r = cli("deploy", *args)
     assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("config,message", [
-    ({"wifi_ssid": "lab"}, "lacks device_id, broker"),
-    # the board's client would refuse it at every boot, so its program would never run
-    ({"device_id": "d", "broker": "b", "mqtt_password": "pw"}, "mqtt_password but no mqtt_user"),
-])
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        ({"wifi_ssid": "lab"}, "lacks device_id, broker"),
+        # the board's client would refuse it at every boot, so its program would never run
+        ({"device_id": "d", "broker": "b", "mqtt_password": "pw"}, "mqtt_password but no mqtt_user"),
+    ],
+)
 def test_deploy_refuses_a_config_the_device_cannot_run_with(tmp_path, config, message):
     cfg = tmp_path / "bad.json"
     cfg.write_text(json.dumps(config))
@@ -71,8 +92,10 @@ def test_deploy_refuses_a_config_the_device_cannot_run_with(tmp_path, config, me
 
 def test_console_timestamps_lines_and_survives_a_reset(vboard, tmp_path):
     with open(os.path.join(vboard.fs, "main.py"), "w") as f:
-        f.write("import time\nfor i in range(3):\n    print('tick', i)\n    time.sleep(0.2)\n"
-                "import machine\nmachine.reset()\n")
+        f.write(
+            "import time\nfor i in range(3):\n    print('tick', i)\n    time.sleep(0.2)\n"
+            "import machine\nmachine.reset()\n"
+        )
     log = tmp_path / "console.log"
     out = []
 
@@ -82,6 +105,7 @@ def test_console_timestamps_lines_and_survives_a_reset(vboard, tmp_path):
 
         def flush(self):
             pass
+
     vboard.power_cycle()
     hit = console(vboard.port, log=str(log), until=r"tick 2", timeout=20, out=W())
     assert hit == "tick 2"

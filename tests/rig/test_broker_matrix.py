@@ -2,6 +2,7 @@
 and a free port, takes a login, refuses the matrix's denied prefix, stops with every
 process it started, and the README's table and quirk notes are the ones its classes
 describe, each quirk asserted by a scenario test."""
+
 import ast
 import os
 import time
@@ -102,4 +103,3 @@ def test_every_quirk_is_asserted_by_a_scenario_test():
         for key, q in cls.quirks.items():
             assert key in FEATURES, (name, key)
             assert q.tag in strings, (name, key, q.tag)
-

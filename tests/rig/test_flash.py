@@ -1,6 +1,7 @@
 """`fleetwire flash` (esptool underneath): every way flashing goes wrong is named
 plainly, proven against fake serial ports -- a silent one (no chip), a noisy one,
 and a fake ROM bootloader answering as a given chip -- and against bad files."""
+
 import os
 import struct
 import subprocess
@@ -38,8 +39,12 @@ def firmware(tmp_path, chip_base=0x1000, truncate_app=0):
 
 
 def flash_cli(*args):
-    return subprocess.run([sys.executable, "-m", "fleetwire.tools.cli", "flash", "--connect-attempts", "1"]
-                          + list(args), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fleetwire.tools.cli", "flash", "--connect-attempts", "1"] + list(args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -50,6 +55,7 @@ def chips():
         f = FakeChip(chip, noise)
         made.append(f)
         return f
+
     yield make
     for f in made:
         f.close()
@@ -105,7 +111,7 @@ def test_several_boards_in_parallel_get_a_summary_row_each(chips, tmp_path):
     silent, wrong = chips(None), chips("esp32")
     r = flash_cli("--port", silent.port, "--port", wrong.port, "--firmware", fw, "--chip", "esp32s3")
     assert r.returncode == 1
-    table = r.stdout[r.stdout.index("port "):]
+    table = r.stdout[r.stdout.index("port ") :]
     rows = [line for line in table.splitlines()[1:] if line.strip()]
     assert len(rows) == 2 and all("FAILED" in row for row in rows)
     assert "no chip answering" in table and "it is esp32, not esp32s3" in table
@@ -115,4 +121,6 @@ def test_globs_expand_to_every_matching_port(tmp_path):
     for n in ("ttyX1", "ttyX2"):
         (tmp_path / n).write_text("")
     assert expand_ports([str(tmp_path / "ttyX*"), str(tmp_path / "ttyX1")]) == [
-        str(tmp_path / "ttyX1"), str(tmp_path / "ttyX2")]
+        str(tmp_path / "ttyX1"),
+        str(tmp_path / "ttyX2"),
+    ]

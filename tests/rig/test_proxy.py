@@ -1,6 +1,7 @@
 """The fault-injecting proxy (fleetwire.host.proxy): what it forwards, logs and
 breaks, byte for byte. A raw TCP sink stands in for the broker where exact bytes
 matter; mosquitto and paho where whole MQTT sessions do."""
+
 import os
 import socket
 import subprocess
@@ -208,23 +209,38 @@ def test_script_errors_name_the_line():
 
 def test_the_command_line_proxy_runs_a_script_against_mosquitto(mosquitto, make_observer, tmp_path):
     from fleetwire.host.mosquitto import free_port
+
     script = tmp_path / "chaos.txt"
     script.write_text("cut up after PUBLISH 2\n")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fleetwire.tools.cli", "proxy",
-                             "--listen", "127.0.0.1:%d" % port,
-                             "--upstream", "127.0.0.1:%d" % mosquitto.port, "--script", str(script)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "proxy",
+            "--listen",
+            "127.0.0.1:%d" % port,
+            "--upstream",
+            "127.0.0.1:%d" % mosquitto.port,
+            "--script",
+            str(script),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
     try:
         assert "fleetwire proxy: 127.0.0.1:%d" % port in proc.stdout.readline()
         watcher = make_observer()
         watcher.subscribe("proxycli/#", 1)
         from fleetwire.host.observer import Observer
+
         o = Observer("127.0.0.1", port, client_id="through-proxy")
         try:
             for i in range(3):
-                for attempt in range(50):  # paho reconnects by itself after the cut
+                for _attempt in range(50):  # paho reconnects by itself after the cut
                     try:
                         o.publish("proxycli/t", b"m%d" % i, qos=1, timeout=15)
                         break

@@ -1,5 +1,6 @@
 """The mosquitto harness and the paho observer: round trips at every QoS, retained
 messages, persistence across restart and crash, limits, passwords, cleanup."""
+
 import os
 import socket
 
@@ -25,8 +26,11 @@ def test_round_trip_at_each_qos(mosquitto, make_observer):
     for qos in (0, 1, 2):
         pub.publish("rig/rt/%d" % qos, b"q%d" % qos, qos=qos)
     msgs = sub.wait_for(3)
-    assert sorted(msgs) == [("rig/rt/0", b"q0", 0, False), ("rig/rt/1", b"q1", 1, False),
-                            ("rig/rt/2", b"q2", 2, False)]
+    assert sorted(msgs) == [
+        ("rig/rt/0", b"q0", 0, False),
+        ("rig/rt/1", b"q1", 1, False),
+        ("rig/rt/2", b"q2", 2, False),
+    ]
 
 
 def test_granted_qos_caps_delivery(observer, make_observer):

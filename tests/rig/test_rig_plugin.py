@@ -1,6 +1,7 @@
 """The plugin and the process hygiene: loads without paho, brokers never outlive
 the test process, a missing mosquitto says how to install it, failure reports
 carry the broker's log."""
+
 import os
 import shutil
 import subprocess
@@ -32,8 +33,9 @@ def wait_dead(pid, polls=500):
 
 
 def run_python(code):
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_the_plugin_and_rig_load_without_paho():
@@ -98,9 +100,23 @@ def test_fails(fresh_mosquitto, make_observer):
 
 def test_a_failure_report_carries_the_broker_log(tmp_path):
     (tmp_path / "test_failing.py").write_text(FAILING)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "fleetwire.host.pytest_plugin",
-                        "-p", "no:cacheprovider", str(tmp_path / "test_failing.py")],
-                       capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "fleetwire.host.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path / "test_failing.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(tmp_path),
+    )
     assert "1 failed" in r.stdout, r.stdout + r.stderr
     assert "log (tail)" in r.stdout and "as visible-in-the-log" in r.stdout, r.stdout
 
@@ -108,26 +124,50 @@ def test_a_failure_report_carries_the_broker_log(tmp_path):
 def test_hil_options_put_the_real_boards_wifi_in_its_config(tmp_path):
     # What the HIL fixture writes to config.json: the Wi-Fi given on the command line
     # for a real board (the password may come from the environment), none if not given.
-    (tmp_path / "test_cfg.py").write_text(textwrap.dedent("""
+    (tmp_path / "test_cfg.py").write_text(
+        textwrap.dedent("""
         import json
         from fleetwire.host.hil import device_config
 
         def test_cfg(request):
             print("CFG", json.dumps(device_config(request, ("10.0.0.2", 1883))))
-    """))
+    """)
+    )
 
     def config(*opts, env=None):
-        r = subprocess.run([sys.executable, "-m", "pytest", "-p", "fleetwire.host.hil", "-s", "-q",
-                            "-p", "no:cacheprovider", str(tmp_path / "test_cfg.py")] + list(opts),
-                           capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
-                           env=dict(os.environ, **(env or {})))
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "fleetwire.host.hil",
+                "-s",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                str(tmp_path / "test_cfg.py"),
+            ]
+            + list(opts),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=str(tmp_path),
+            env=dict(os.environ, **(env or {})),
+        )
         line = [x for x in r.stdout.splitlines() if x.startswith("CFG ")]
         assert line, r.stdout + r.stderr
         import json
+
         return json.loads(line[0][4:])
 
     real = ["--board", "/dev/ttyUSB0", "--board-broker", "10.0.0.2:1883"]
     cfg = config(*real, "--board-wifi-ssid", "lab 5G", env={"FLEETWIRE_WIFI_PASSWORD": "s3cret"})
-    assert (cfg["wifi_ssid"], cfg["wifi_password"], cfg["broker"], cfg["port"]) == ("lab 5G", "s3cret", "10.0.0.2", 1883)
-    assert "wifi_ssid" not in config(*real)          # the board is on the network already
-    assert config()["wifi_ssid"] == "hil-lab"        # a virtual board joins any network
+    assert (cfg["wifi_ssid"], cfg["wifi_password"], cfg["broker"], cfg["port"]) == (
+        "lab 5G",
+        "s3cret",
+        "10.0.0.2",
+        1883,
+    )
+    assert "wifi_ssid" not in config(*real)  # the board is on the network already
+    assert config()["wifi_ssid"] == "hil-lab"  # a virtual board joins any network

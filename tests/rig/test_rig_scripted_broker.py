@@ -1,12 +1,12 @@
 """The scripted broker, driven against a raw socket standing in for the client:
 exact-byte expectations with readable failures, framing of split and coalesced
 writes, closes, silence and every timeout."""
+
 import socket
 
 import pytest
 
-from fleetwire.codec.packets import (Connack, Connect, Disconnect, Pingreq, Puback, Publish,
-                                     Subscribe)
+from fleetwire.codec.packets import Connack, Connect, Disconnect, Pingreq, Puback, Publish, Subscribe
 from fleetwire.host.scripted_broker import ScriptedBroker
 
 CONNECT = Connect("rig-client", True, 30)
@@ -104,7 +104,7 @@ def test_receive_byte_by_byte(pair):
     data = CONNECT.encode()
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     for i in range(len(data)):
-        c.sendall(data[i:i + 1])
+        c.sendall(data[i : i + 1])
     assert b.receive() == CONNECT
 
 
@@ -191,8 +191,12 @@ def test_send_and_close_client(pair):
     b.send(Connack(True, 0))
     b.send([Puback(3), Puback(4)])
     b.send(Publish("down", b"abc", 0), split=1)
-    want = Connack(True, 0).encode() + Puback(3).encode() + Puback(4).encode() + \
-        Publish("down", b"abc", 0).encode()
+    want = (
+        Connack(True, 0).encode()
+        + Puback(3).encode()
+        + Puback(4).encode()
+        + Publish("down", b"abc", 0).encode()
+    )
     assert read_exact(c, len(want)) == want
     b.close_client()
     assert c.recv(1) == b""
@@ -208,8 +212,9 @@ def test_close_client_with_reset(pair):
 
 
 def test_accept_times_out(scripted_broker):
-    with pytest.raises(AssertionError, match="no client connected to port %d within 0.05 s"
-                       % scripted_broker.port):
+    with pytest.raises(
+        AssertionError, match="no client connected to port %d within 0.05 s" % scripted_broker.port
+    ):
         scripted_broker.accept(timeout=0.05)
 
 

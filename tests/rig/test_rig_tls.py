@@ -1,5 +1,6 @@
 """The TLS listener: the generated CA verifies it (PEM and DER, host name and IP),
 MQTT runs over it, and the certificate made for another name fails the host check."""
+
 import socket
 import ssl
 import subprocess
@@ -94,12 +95,16 @@ except Exception as e:
 @pytest.mark.parametrize("listener", ["tls_port", "tls_mismatch_port"])
 def test_micropython_ssl_takes_the_der_ca(mosquitto_tls, listener):
     from fleetwire.host import micropython
+
     try:
         mp = micropython.binary()
     except micropython.MicroPythonMissing as e:
         pytest.skip(str(e))
-    code = MP_TLS % {"der": mosquitto_tls.ca_der, "port": getattr(mosquitto_tls, listener),
-                     "connect": Connect("rig-mp-tls", True, 30).encode()}
+    code = MP_TLS % {
+        "der": mosquitto_tls.ca_der,
+        "port": getattr(mosquitto_tls, listener),
+        "connect": Connect("rig-mp-tls", True, 30).encode(),
+    }
     r = subprocess.run([mp, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     if listener == "tls_port":

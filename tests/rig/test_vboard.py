@@ -1,6 +1,7 @@
 """The virtual board (`fleetwire vboard`, fleetwire.host.vboard): the MicroPython unix
 port behind a pty that mpremote and pyserial use as a USB board; emulated machine,
 network and esp32 modules; restarts on machine.reset() with the terminal still open."""
+
 import os
 import subprocess
 import sys
@@ -13,8 +14,12 @@ from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
 
 
 def mpremote(port, *args, timeout=30):
-    r = subprocess.run([sys.executable, "-m", "mpremote", "connect", port, "resume"] + list(args),
-                       capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(
+        [sys.executable, "-m", "mpremote", "connect", port, "resume"] + list(args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return r.returncode, r.stdout.strip(), r.stderr.strip()
 
 
@@ -47,12 +52,20 @@ def test_mpremote_without_resume_soft_resets_first_as_on_a_board(board, tmp_path
     script = tmp_path / "x.py"
     script.write_text("print(6 * 7)\n")
     for args in (["exec", "x = 6 * 7; print(x)"], ["run", str(script)], ["fs", "ls"]):
-        r = subprocess.run([sys.executable, "-m", "mpremote", "connect", board.link] + args,
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [sys.executable, "-m", "mpremote", "connect", board.link] + args,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         assert ("42" in r.stdout) == (args[0] != "fs"), r.stdout
-    r = subprocess.run([sys.executable, "-m", "mpremote", "connect", board.link, "exec", "print(x)"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "mpremote", "connect", board.link, "exec", "print(x)"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert "NameError" in r.stdout + r.stderr  # a soft reset: nothing survives from the last command
     assert board.resets == 4
     assert open(os.path.join(board.fs, "boots")).read() == "bbbb"
@@ -70,8 +83,12 @@ def test_mpremote_without_resume_soft_resets_first_as_on_a_board(board, tmp_path
 def test_absolute_paths_are_the_boards_own_files_as_on_a_board(board):
     # "/store" on a board is its flash; on a virtual board it is fs/store, never the host's /
     name = "probe-%d" % os.getpid()
-    rc, out, err = mpremote(board.link, "exec", "import os; os.mkdir('/%s'); open('/%s/x', 'w').write('on the board'); "
-                            "print(os.getcwd(), 'lib' in os.listdir('/'))" % (name, name))
+    rc, out, err = mpremote(
+        board.link,
+        "exec",
+        "import os; os.mkdir('/%s'); open('/%s/x', 'w').write('on the board'); "
+        "print(os.getcwd(), 'lib' in os.listdir('/'))" % (name, name),
+    )
     assert (rc, out) == (0, "/ True"), err
     assert (open(os.path.join(board.fs, name, "x")).read()) == "on the board"
     assert not os.path.exists("/" + name)
@@ -91,7 +108,9 @@ def test_pyserial_talks_to_the_repl(board):
 
 
 def test_machine_reset_restarts_the_board_and_the_port_stays_open(board):
-    rc, out, _ = mpremote(board.link, "exec", "import machine; print(machine.unique_id().hex(), machine.reset_cause())")
+    rc, out, _ = mpremote(
+        board.link, "exec", "import machine; print(machine.unique_id().hex(), machine.reset_cause())"
+    )
     uid, cause = out.split()
     assert cause == "1"  # PWRON_RESET
     mpremote(board.link, "reset")  # mpremote's own: machine.reset(), not waiting for an answer
@@ -99,7 +118,9 @@ def test_machine_reset_restarts_the_board_and_the_port_stays_open(board):
     while board.resets < 1 and time.monotonic() < end:
         time.sleep(0.05)
     assert board.resets == 1 and os.path.realpath(board.link) == board.port
-    rc, out, _ = mpremote(board.link, "exec", "import machine; print(machine.unique_id().hex(), machine.reset_cause())")
+    rc, out, _ = mpremote(
+        board.link, "exec", "import machine; print(machine.unique_id().hex(), machine.reset_cause())"
+    )
     assert out.split() == [uid, "5"]  # same board, SOFT_RESET
 
 
@@ -119,8 +140,10 @@ def test_a_program_printing_on_a_board_nobody_watches_runs_on(board):
     # as on a board's UART with nobody listening: the output is lost, the program is not
     # held up (a pty nobody reads fills after 4 KB and would stop the interpreter)
     with open(os.path.join(board.fs, "main.py"), "w") as f:
-        f.write("for i in range(3000):\n    print('line %05d ' % i + 'x' * 60)\nopen('done', 'w').write('1')\n"
-                "print('all printed')\n")
+        f.write(
+            "for i in range(3000):\n    print('line %05d ' % i + 'x' * 60)\nopen('done', 'w').write('1')\n"
+            "print('all printed')\n"
+        )
     board.power_cycle()
     end = time.monotonic() + 20
     while not os.path.exists(os.path.join(board.fs, "done")) and time.monotonic() < end:
@@ -150,32 +173,61 @@ def test_output_is_not_lost_while_someone_reads_the_port_slowly(board):
 
 
 def test_wifi_fails_on_demand_and_flash_survives_a_power_cycle(board):
-    code = ("import network; w = network.WLAN(network.STA_IF); w.active(True); w.connect('lab', 'pw'); "
-            "print(w.isconnected())")
+    code = (
+        "import network; w = network.WLAN(network.STA_IF); w.active(True); w.connect('lab', 'pw'); "
+        "print(w.isconnected())"
+    )
     assert mpremote(board.link, "exec", code)[1] == "True"
     board.set_wlan(False)
     assert mpremote(board.link, "exec", code)[1] == "False"
-    mpremote(board.link, "exec", "import esp32; p = esp32.Partition.find(esp32.Partition.TYPE_DATA, label='mqtt')[0]; "
-             "p.writeblocks(1, b'kept', 10)")
+    mpremote(
+        board.link,
+        "exec",
+        "import esp32; p = esp32.Partition.find(esp32.Partition.TYPE_DATA, label='mqtt')[0]; "
+        "p.writeblocks(1, b'kept', 10)",
+    )
     board.power_cycle()
-    rc, out, _ = mpremote(board.link, "exec", "import esp32; p = esp32.Partition.find(esp32.Partition.TYPE_DATA, "
-                          "label='mqtt')[0]; b = bytearray(6); p.readblocks(1, b, 9); print(b, p.ioctl(4, 0))")
+    rc, out, _ = mpremote(
+        board.link,
+        "exec",
+        "import esp32; p = esp32.Partition.find(esp32.Partition.TYPE_DATA, "
+        "label='mqtt')[0]; b = bytearray(6); p.readblocks(1, b, 9); print(b, p.ioctl(4, 0))",
+    )
     assert out == "bytearray(b'\\xffkept\\xff') 64"
 
 
 def test_the_command_line_starts_several_boards_and_stops_them_all(tmp_path):
     import signal
-    p = subprocess.Popen([sys.executable, "-m", "fleetwire.tools.cli", "vboard", "--count", "2", "--dir",
-                          str(tmp_path / "boards"), "--link", str(tmp_path / "tty")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fleetwire.tools.cli",
+            "vboard",
+            "--count",
+            "2",
+            "--dir",
+            str(tmp_path / "boards"),
+            "--link",
+            str(tmp_path / "tty"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = [p.stdout.readline() for _ in range(2)]
     assert lines[0].startswith("board-1: /dev/pts/") and lines[1].startswith("board-2: ")
     for i in (1, 2):
         assert mpremote(str(tmp_path / ("tty%d" % i)), "exec", "print('board', %d)" % i)[1] == "board %d" % i
-    pids = subprocess.run(["pgrep", "-f", str(tmp_path / "boards")], capture_output=True, text=True).stdout.split()
+    pids = subprocess.run(
+        ["pgrep", "-f", str(tmp_path / "boards")], capture_output=True, text=True
+    ).stdout.split()
     assert len(pids) >= 2
     p.send_signal(signal.SIGTERM)
     out, _ = p.communicate(timeout=20)
     assert "stopped 2 board(s)" in out
     time.sleep(0.3)
-    assert subprocess.run(["pgrep", "-f", str(tmp_path / "boards")], capture_output=True, text=True).stdout == ""
+    assert (
+        subprocess.run(["pgrep", "-f", str(tmp_path / "boards")], capture_output=True, text=True).stdout == ""
+    )

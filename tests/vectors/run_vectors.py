@@ -14,11 +14,19 @@ from fleetwire.codec.errors import CodecError
 from fleetwire.codec.stream import PacketReader
 
 CLASSES = {
-    "CONNECT": packets.Connect, "CONNACK": packets.Connack, "PUBLISH": packets.Publish,
-    "PUBACK": packets.Puback, "PUBREC": packets.Pubrec, "PUBREL": packets.Pubrel,
-    "PUBCOMP": packets.Pubcomp, "SUBSCRIBE": packets.Subscribe, "SUBACK": packets.Suback,
-    "UNSUBSCRIBE": packets.Unsubscribe, "UNSUBACK": packets.Unsuback,
-    "PINGREQ": packets.Pingreq, "PINGRESP": packets.Pingresp,
+    "CONNECT": packets.Connect,
+    "CONNACK": packets.Connack,
+    "PUBLISH": packets.Publish,
+    "PUBACK": packets.Puback,
+    "PUBREC": packets.Pubrec,
+    "PUBREL": packets.Pubrel,
+    "PUBCOMP": packets.Pubcomp,
+    "SUBSCRIBE": packets.Subscribe,
+    "SUBACK": packets.Suback,
+    "UNSUBSCRIBE": packets.Unsubscribe,
+    "UNSUBACK": packets.Unsuback,
+    "PINGREQ": packets.Pingreq,
+    "PINGRESP": packets.Pingresp,
     "DISCONNECT": packets.Disconnect,
 }
 
@@ -38,7 +46,7 @@ def hexbytes(s):
     while i < len(s):
         if s[i] == "<":
             j = s.index(">", i)
-            b, n = s[i + 1:j].split("*")
+            b, n = s[i + 1 : j].split("*")
             out.extend(unhexlify(b) * int(n))
             i = j + 1
         else:
@@ -101,7 +109,7 @@ def check_stream(v):
     sizes = [1] * len(data) if chunks == "bytewise" else chunks
     try:
         for n in sizes:
-            piece = data[pos:pos + n]
+            piece = data[pos : pos + n]
             pos += n
             i = 0
             while i < len(piece):

@@ -1,0 +1,262 @@
+"""The update service: offers releases to boards and serves their chunks over MQTT, and
+watches the fleet's vitals for what each board makes of it (fleetwire.ota on the board).
+
+Topics (inside the fleet identity ACL of `fleetwire broker-config`; this service logs in
+as the operator, who reads fleet/# and alone publishes fleet/+/ota/#):
+  fleet/<id>/ota/offer   the manifest, retained (the release the board should run); an empty
+                         retained message withdraws it; {"op": "revert", "version"} orders a
+                         board back to the release before
+  fleet/<id>/ota_get     a board's request: tag (8 bytes, the SHA-256's first), offset (u32),
+                         chunk length (u16), count (u16), big-endian
+  fleet/<id>/ota/chunk   the answer, QoS 1: tag + offset (u32) + up to `chunk` bytes; an answer
+                         with no data says the image ends at that offset
+  fleet/<id>/telemetry   the boards' vitals: fw_version and the "ota" member (state, version,
+                         done, size, code, reason)
+
+One paho-mqtt client (its own network thread) does all of it."""
+
+import json
+import os
+import struct
+import threading
+import time
+
+MAX_COUNT = 64  # chunks per request at most: a board asks for a window, not the image
+
+
+class ServiceError(RuntimeError):
+    """The service could not start (the broker refused it, or could not be reached)."""
+
+
+class Device:
+    """What the service knows of one board: its last vitals record, when it came, requests."""
+
+    def __init__(self, device_id):
+        self.id = device_id
+        self.record = None
+        self.seen = None
+        self.fw_version = None
+        self.ota = {}
+        self.requests = 0
+        self.bytes_sent = 0
+
+    def __repr__(self):
+        return "Device(%s, %s, %s)" % (self.id, self.fw_version, self.ota.get("state"))
+
+
+class UpdateService:
+    """UpdateService(host, port, client_id="fleetwire-rollout", tls_ca=None, tls_cert=None,
+    tls_key=None, user=None, password=None).
+
+    add(release, data=None) serves a release (`data`: the bytes served, by default the
+    release's own: a test serves something else); offer(ids, release), withdraw(ids),
+    revert(ids, version); devices[id] (Device) says what each board reported. `before_serve`
+    (a test's hook) is called with (device_id, offset, count) before a request is answered and
+    may return False to leave it unanswered."""
+
+    def __init__(
+        self,
+        host,
+        port,
+        client_id="fleetwire-rollout",
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+        user=None,
+        password=None,
+        watch=True,
+    ):
+        self.host, self.port = host, port
+        self.client_id = client_id
+        self.tls = (tls_ca, tls_cert, tls_key)
+        self.user, self.password = user, password
+        self.watch = watch
+        self.devices = {}
+        self.releases = {}  # tag -> (Release, bytes served)
+        self.before_serve = None
+        self.served = 0  # chunks published
+        self.requests = 0
+        self.unknown = 0  # requests for a release this service does not have
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._client = None
+        self._ready = threading.Event()
+        self.error = None
+
+    # ---- life
+
+    def start(self, timeout=10):
+        import paho.mqtt.client as mqtt
+
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=True)
+        if self.user is not None:
+            c.username_pw_set(self.user, self.password)
+        if self.tls[0]:
+            c.tls_set(ca_certs=self.tls[0], certfile=self.tls[1], keyfile=self.tls[2])
+        c.max_inflight_messages_set(100)
+        c.on_connect = self._on_connect
+        c.on_message = self._on_message
+        c.on_subscribe = self._on_subscribe
+        self._client = c
+        try:
+            c.connect(self.host, self.port, keepalive=30)
+        except OSError as e:
+            raise ServiceError("cannot reach the broker at %s:%d: %s" % (self.host, self.port, e))
+        c.loop_start()
+        if not self._ready.wait(timeout) or self.error:
+            self.stop()
+            why = self.error or "no SUBACK within %s s" % timeout
+            raise ServiceError("broker %s:%d: %s" % (self.host, self.port, why))
+        return self
+
+    def stop(self):
+        c, self._client = self._client, None
+        if c is not None:
+            c.disconnect()
+            c.loop_stop()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _on_connect(self, client, userdata, flags, rc, props):
+        if rc != 0:
+            self.error = "refused the connection: %s" % rc
+            self._ready.set()
+            return
+        subs = [("fleet/+/ota_get", 0)]
+        if self.watch:
+            subs.append(("fleet/+/telemetry", 1))
+        client.subscribe(subs)
+
+    def _on_subscribe(self, client, userdata, mid, codes, props):
+        bad = [c for c in codes if c.is_failure]
+        if bad:
+            self.error = "refused the subscription: %s" % bad[0]
+        self._ready.set()
+
+    # ---- offering
+
+    def add(self, release, data=None):
+        self.releases[release.tag] = (release, release.data if data is None else bytes(data))
+
+    def _publish(self, topic, payload, qos=1, retain=False):
+        info = self._client.publish(topic, payload, qos=qos, retain=retain)
+        return info
+
+    def offer(self, device_ids, release, retry=False, manifest=None, wait=True):
+        """Offer `release` to each board (retained, QoS 1) and serve it. `manifest` (a dict)
+        replaces the release's own (a test offers a wrong one)."""
+        if release.tag not in self.releases:
+            self.add(release)
+        payload = (
+            json.dumps(manifest, separators=(",", ":")).encode()
+            if manifest is not None
+            else release.manifest_json(**({"retry": True} if retry else {}))
+        )
+        infos = [self._publish("fleet/%s/ota/offer" % d, payload, 1, True) for d in device_ids]
+        if wait:
+            for i in infos:
+                i.wait_for_publish(10)
+
+    def withdraw(self, device_ids, wait=True):
+        """Take the offer back (an empty retained message): a board that has not switched stops."""
+        infos = [self._publish("fleet/%s/ota/offer" % d, b"", 1, True) for d in device_ids]
+        if wait:
+            for i in infos:
+                i.wait_for_publish(10)
+
+    def revert(self, device_ids, version, wait=True):
+        """Order each board back to `version`, the release its last update replaced (retained:
+        a board offline now goes back when it returns)."""
+        payload = json.dumps({"v": 1, "op": "revert", "version": version}, separators=(",", ":")).encode()
+        infos = [self._publish("fleet/%s/ota/offer" % d, payload, 1, True) for d in device_ids]
+        if wait:
+            for i in infos:
+                i.wait_for_publish(10)
+
+    # ---- messages
+
+    def _on_message(self, client, userdata, m):
+        parts = m.topic.split("/")
+        if len(parts) != 3 or parts[0] != "fleet":
+            return
+        if parts[2] == "ota_get":
+            self._request(parts[1], m.payload)
+        elif parts[2] == "telemetry":
+            self._record(parts[1], m.payload)
+
+    def _device(self, device_id):
+        d = self.devices.get(device_id)
+        if d is None:
+            d = self.devices[device_id] = Device(device_id)
+        return d
+
+    def _record(self, device_id, payload):
+        try:
+            rec = json.loads(payload)
+        except ValueError:
+            return
+        if not isinstance(rec, dict) or rec.get("device_id") != device_id:
+            return
+        with self._changed:
+            d = self._device(device_id)
+            if (
+                d.record is not None
+                and rec.get("seq", 0) < d.record.get("seq", 0)
+                and rec.get("boot_id", 0) <= d.record.get("boot_id", 0)
+            ):
+                return  # an older record, sent late from a store: the newer one stands
+            d.record = rec
+            d.seen = time.time()
+            d.fw_version = rec.get("fw_version")
+            ota = rec.get("ota")
+            d.ota = ota if isinstance(ota, dict) else {}
+            self._changed.notify_all()
+
+    def _request(self, device_id, payload):
+        self.requests += 1
+        if len(payload) != 16:
+            return
+        tag = payload[:8]
+        offset, chunk, count = struct.unpack(">IHH", payload[8:])
+        with self._lock:
+            d = self._device(device_id)
+            d.requests += 1
+        got = self.releases.get(tag)
+        if got is None:
+            self.unknown += 1
+            return
+        if self.before_serve is not None and self.before_serve(device_id, offset, count) is False:
+            return
+        release, data = got
+        chunk = max(1, min(chunk, release.chunk))
+        topic = "fleet/%s/ota/chunk" % device_id
+        for i in range(min(count, MAX_COUNT)):
+            o = offset + i * chunk
+            piece = data[o : o + chunk]
+            self._publish(topic, tag + struct.pack(">I", o) + piece, 1)
+            self.served += 1
+            d.bytes_sent += len(piece)
+            if not piece or o + chunk >= len(data):
+                break  # the end (an empty piece says so when the board asks past it)
+
+    # ---- waiting
+
+    def wait(self, cond, timeout):
+        """Wait until cond(devices) is true (checked on every record) -> whether it came true."""
+        end = time.monotonic() + timeout
+        with self._changed:
+            while not cond(self.devices):
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 0.5))
+            return True
+
+
+def credentials_from_env():
+    """(user, password) from $FLEETWIRE_MQTT_USER / $FLEETWIRE_MQTT_PASSWORD (None when unset)."""
+    return os.environ.get("FLEETWIRE_MQTT_USER"), os.environ.get("FLEETWIRE_MQTT_PASSWORD")
