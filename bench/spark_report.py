@@ -8,9 +8,8 @@ definitions (tests/analytics/analytics_reference.py), on generated fleets of 1M 
 Each engine runs in its own process; the bench samples /proc for that process tree's CPU time
 and peak resident memory. "job s" is the engine's own time for the job (Spark: after the
 session is up, tables written; DuckDB: the same tables, `clean` included, computed and written),
-"start s" the JVM and SparkSession start (fixed, not in "job s"), "process s" includes
-start-up. The results are compared (same keys, floats within 1e-6 relative) and the
-Spark/DuckDB ratio printed.
+"start s" the JVM and SparkSession start (fixed, not in "job s"), "process s" includes start-up. The
+results are compared (same keys, floats within 1e-6 relative) and the Spark/DuckDB ratio printed.
 """
 
 import argparse
@@ -75,16 +74,39 @@ def measure(cmd, env=None):
     return json.loads(line), wall, cpu, peak
 
 
-def child_spark(landing, out, fmt, conf=None):
+def spark_work(spark):
+    """(jobs, shuffles, MiB shuffled) of what this session ran: Spark's status store (UI off or on).
+    A shuffle is a stage that wrote shuffle output (one reused by a later job counts once)."""
+    sc = spark.sparkContext
+    store = sc._jsc.sc().statusStore()
+    gw = sc._gateway
+    jobs = store.jobsList(None).size()
+    stages = store.stageList(None, False, False, gw.new_array(gw.jvm.double, 0), None)
+    shuffles = nbytes = 0
+    for i in range(stages.size()):
+        st = stages.apply(i)
+        if st.shuffleWriteRecords() > 0:
+            shuffles += 1
+            nbytes += st.shuffleWriteBytes()
+    return jobs, shuffles, nbytes / 2**20
+
+
+def child_spark(landing, out, fmt, conf=None, incremental=False):
     sys.path.insert(0, ROOT)
     from fleetwire.host.analytics import job, session
 
     t = time.time()
-    spark = session.build("local[2]", app="bench", shuffle_partitions=8, extra=conf)
+    spark = session.build("local[2]", app="bench", extra=conf)
     start = time.time() - t  # JVM and session start: fixed, reported apart from the job
     t = time.time()
-    res = job.run(spark, job.Config(input=landing, out=out, fmt=fmt, report=False, log=lambda m: None))
+    res = job.run(
+        spark,
+        job.Config(
+            input=landing, out=out, fmt=fmt, report=False, incremental=incremental, log=lambda m: None
+        ),
+    )
     secs = time.time() - t
+    jobs, shuffles, mib = spark_work(spark)
     spark.stop()
     print(
         json.dumps(
@@ -93,6 +115,11 @@ def child_spark(landing, out, fmt, conf=None):
                 "start_s": start,
                 "clean": res.quality["clean_records"],
                 "read": res.quality["records_read"],
+                "jobs": jobs,
+                "shuffles": shuffles,
+                "shuffled_mib": mib,
+                "new_records": res.new_records,
+                "hours": res.hours,
             }
         )
     )
@@ -158,6 +185,85 @@ def clean_counts(path):
     return out
 
 
+def incremental_bench(a):
+    """DAYS of a fleet landed and reported with --incremental; then one hour more: its incremental run
+    against a batch run over that hour's files alone, and a run with nothing new. Each run is its own
+    process; "job s" leaves out the JVM's start, as above."""
+    sys.path.insert(0, ROOT)
+    import shutil
+    from fleetwire.host.analytics import generator
+
+    work = a.work or tempfile.mkdtemp(prefix="fleetwire-bench-")
+    tag = "%dd-%ddev-%s" % (a.incremental, a.devices, a.format)
+    landing, hour, out = (
+        os.path.join(work, "%s-%s" % (x, tag)) for x in ("inc-landing", "inc-hour", "inc-out")
+    )
+    for d in (landing, hour, out, out + "-batch"):
+        shutil.rmtree(d, ignore_errors=True)
+    t = time.time()
+    df = generator.generate(devices=a.devices, hours=a.incremental * 24 + 1, seed=1)
+    cut = generator.parse_time(generator.DEFAULT_START) + a.incremental * 24 * 3600_000
+    old, new = df[df.rx_ts < cut], df[df.rx_ts >= cut]
+    generator.write_landing(old, landing, a.format)
+    print(
+        "generated %d records (%d devices, %d days + 1 hour of %d records, %s) in %.0f s"
+        % (len(df), a.devices, a.incremental, len(new), a.format, time.time() - t),
+        flush=True,
+    )
+    conf = ["--spark-conf=" + kv for kv in a.spark_conf]
+
+    def run(engine, src, dst, what):
+        info, wall, cpu, peak = measure(
+            [sys.executable, os.path.abspath(__file__), "--child", engine, src, dst, a.format] + conf
+        )
+        print(
+            "  %-46s job %6.1f s, process %6.1f s, CPU %6.1f s, %d Spark jobs, %d shuffles%s"
+            % (
+                what,
+                info["job_s"],
+                wall,
+                cpu,
+                info["jobs"],
+                info["shuffles"],
+                ", hours rewritten: %d" % len(info["hours"]) if info.get("hours") is not None else "",
+            ),
+            flush=True,
+        )
+        return dict(info, wall=wall, cpu=cpu)
+
+    rows = [
+        (
+            "--incremental, the first %d days" % a.incremental,
+            run("spark-incremental", landing, out, "first run"),
+        )
+    ]
+    generator.write_landing(new, landing, a.format)
+    generator.write_landing(new, hour, a.format)
+    rows.append(("--incremental, one hour more", run("spark-incremental", landing, out, "one hour more")))
+    rows.append(("--incremental, nothing new", run("spark-incremental", landing, out, "nothing new")))
+    rows.append(
+        ("batch over that hour alone", run("spark", hour, out + "-batch", "batch over that hour alone"))
+    )
+    ratio = rows[1][1]["job_s"] / rows[3][1]["job_s"]
+    print("\n%d devices, %d days + 1 hour (%s)\n" % (a.devices, a.incremental, a.format))
+    print("| run | records read | job s | process s | CPU s | Spark jobs | shuffles |")
+    print("|---|---|---|---|---|---|---|")
+    for what, r in rows:
+        print(
+            "| %s | %s | %.1f | %.1f | %.1f | %d | %d |"
+            % (
+                what,
+                r["new_records"] if r.get("new_records") is not None else r["read"],
+                r["job_s"],
+                r["wall"],
+                r["cpu"],
+                r["jobs"],
+                r["shuffles"],
+            )
+        )
+    print("| one hour more / batch over that hour | | %.2fx | | | | |" % ratio)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1M,10M", help="comma-separated: 1M, 10M or a number of records")
@@ -170,15 +276,32 @@ def main():
         metavar="KEY=VALUE",
         help="a Spark setting over the job's own, e.g. spark.shuffle.compress=true (repeatable)",
     )
+    ap.add_argument(
+        "--incremental",
+        type=int,
+        default=0,
+        metavar="DAYS",
+        help="instead: --incremental after DAYS of a fleet, then one hour more, against a batch "
+        "run over that hour alone",
+    )
+    ap.add_argument("--devices", type=int, default=200, help="the fleet of --incremental (default 200)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if any("=" not in kv for kv in a.spark_conf):
         ap.error("--spark-conf takes KEY=VALUE")
     if a.child:
         engine, landing, out, fmt = a.child
-        if engine == "spark":
-            return child_spark(landing, out, fmt, dict(kv.split("=", 1) for kv in a.spark_conf))
+        if engine.startswith("spark"):
+            return child_spark(
+                landing,
+                out,
+                fmt,
+                dict(kv.split("=", 1) for kv in a.spark_conf),
+                incremental=engine == "spark-incremental",
+            )
         return child_duckdb(landing, out, fmt)
+    if a.incremental:
+        return incremental_bench(a)
     sys.path.insert(0, ROOT)
     from fleetwire.host.analytics import generator
 
@@ -207,7 +330,7 @@ def main():
             )
             res[engine] = dict(info, wall=wall, cpu=cpu, peak=peak, out=out)
             print(
-                "  %-6s %s: job %.1f s, process %.1f s%s, CPU %.1f s, %.0f k rows/s, peak RSS %.0f MiB"
+                "  %-6s %s: job %.1f s, process %.1f s%s, CPU %.1f s, %.0f k rows/s, peak RSS %.0f MiB%s"
                 % (
                     engine,
                     size,
@@ -217,6 +340,10 @@ def main():
                     cpu,
                     info.get("read", res["spark"]["read"]) / info["job_s"] / 1000,
                     peak / 2**20,
+                    ", %d Spark jobs, %d shuffles (%.0f MiB)"
+                    % (info["jobs"], info["shuffles"], info["shuffled_mib"])
+                    if "jobs" in info
+                    else "",
                 ),
                 flush=True,
             )
@@ -229,13 +356,16 @@ def main():
             % (size, ratio, "identical (floats within 1e-6)" if same else "DIFFER: %s" % problems),
             flush=True,
         )
-    print("\n| records | engine | job s | start s | process s | CPU s | rows/s (job) | peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| records | engine | job s | start s | process s | CPU s | rows/s (job) | peak RSS MiB "
+        "| Spark jobs | shuffles (MiB) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for size, res, ratio, same in rows:
         for e in ("spark", "duckdb"):
             r = res[e]
             print(
-                "| %s | %s | %.1f | %s | %.1f | %.1f | %.0f k | %.0f |"
+                "| %s | %s | %.1f | %s | %.1f | %.1f | %.0f k | %.0f | %s | %s |"
                 % (
                     size,
                     e,
@@ -245,10 +375,12 @@ def main():
                     r["cpu"],
                     res["spark"]["read"] / r["job_s"] / 1000,
                     r["peak"] / 2**20,
+                    r.get("jobs", ""),
+                    "%d (%.0f)" % (r["shuffles"], r["shuffled_mib"]) if "shuffles" in r else "",
                 )
             )
         print(
-            "| %s | Spark/DuckDB | %.1fx | | | | | %s |"
+            "| %s | Spark/DuckDB | %.1fx | | | | | %s | | |"
             % (size, ratio, "same results" if same else "RESULTS DIFFER")
         )
 

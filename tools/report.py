@@ -1,9 +1,11 @@
 """Fleet analytics on Spark: turn a telemetry landing zone into Parquet tables (clean,
 device_window, device_health, firmware_cohort, outliers), report.html with PNG plots, CSV copies
-of the small tables and quality.json (what was read and skipped).
+of the small tables and quality.json (what was read and skipped). --input, --out and --checkpoint
+take any Hadoop filesystem URI (file:, hdfs:, s3a:, ...); everything is written where --out is.
 
   fleetwire report --input landing/ --out report/            # local[2]
-  fleetwire report --input landing/ --out report/ --incremental   # only files not seen before
+  fleetwire report --input landing/ --out report/ --incremental   # only what is new
+  fleetwire report --master spark://host:7077 --input hdfs://nn:9000/landing --out hdfs://nn:9000/fleet
   spark-submit --master spark://host:7077 .../fleetwire/tools/report.py --input ... --out ...
 
 Exit codes: 0 done, 2 bad input or arguments (the message says what), 1 the job failed.
@@ -30,7 +32,8 @@ def add_arguments(p):
     p.add_argument(
         "--incremental",
         action="store_true",
-        help="read only files not seen before (streaming file source, checkpoint, availableNow)",
+        help="read only files not seen before and recompute only the hours they touch "
+        "(state in --checkpoint and OUT/_state)",
     )
     p.add_argument("--checkpoint", default=None, help="checkpoint directory (default OUT/_checkpoint)")
     p.add_argument("--format", choices=("ndjson", "parquet"), default="ndjson", help="input file format")
@@ -41,12 +44,25 @@ def add_arguments(p):
         help="minutes without a record before the newest one that make a device silent (default 30)",
     )
     p.add_argument("--no-report", action="store_true", help="write the tables only")
+    p.add_argument(
+        "--packages",
+        default=None,
+        help="Maven coordinates of JARs to add (comma-separated), e.g. "
+        "org.apache.hadoop:hadoop-aws:3.5.0 for s3a:// URIs (as spark-submit --packages)",
+    )
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. spark.executor.memory=8g (repeatable; as spark-submit --conf)",
+    )
     p.add_argument("--debug", action="store_true", help="on failure, print the full (Java) stack trace")
 
 
 def run(args):
     try:
-        from fleetwire.host.analytics import generator, job, landing, session
+        from fleetwire.host.analytics import generator, job, landing, session, storage
     except ImportError as e:
         print(
             "fleetwire report: needs the spark extra (pip install 'fleetwire[spark]'): %s" % e,
@@ -58,6 +74,12 @@ def run(args):
     except ValueError:
         print("fleetwire report: error: --since %r is not an ISO 8601 time" % args.since, file=sys.stderr)
         return 2
+    if any("=" not in kv for kv in args.conf):
+        print("fleetwire report: error: --conf takes KEY=VALUE", file=sys.stderr)
+        return 2
+    extra = dict(kv.split("=", 1) for kv in args.conf)
+    if args.packages:
+        extra["spark.jars.packages"] = args.packages
     cfg = job.Config(
         input=args.input,
         out=args.out,
@@ -69,7 +91,7 @@ def run(args):
         report=not args.no_report,
         log=lambda m: print(m, flush=True),
     )
-    if not landing.is_remote(args.input):
+    if storage.is_local(args.input):
         try:  # a missing or empty landing zone is reported before a JVM is started
             landing.scan(args.input, args.format)
         except landing.InputError as e:
@@ -77,7 +99,7 @@ def run(args):
             return 2
     spark = None
     try:
-        spark = session.build(args.master)
+        spark = session.build(args.master, extra=extra)
         res = job.run(spark, cfg)
     except landing.InputError as e:
         print("fleetwire report: error: %s" % e, file=sys.stderr)
@@ -93,7 +115,7 @@ def run(args):
             spark.stop()
     print("wrote %s in %.1f s: %s" % (args.out, res.seconds, ", ".join(sorted(res.tables))))
     if res.report:
-        print("report: %s" % res.report)
+        print("report: %s" % (storage.local_path(res.report) if storage.is_local(res.report) else res.report))
     return 0
 
 

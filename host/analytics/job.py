@@ -1,22 +1,22 @@
-"""The `fleetwire report` job: landing zone -> Parquet tables (+ report.html).
+"""The `fleetwire report` job: landing zone -> Parquet tables (+ report.html, quality.json).
 
 Batch: read every file of the landing zone (or those from --since on) and rebuild the tables.
-Incremental: Structured Streaming's file source with a checkpoint and trigger(availableNow=True)
-reads only the files it has not seen before; each micro-batch's usable records are staged as
-Parquet under OUT/_staging/batch_id=N (overwritten if a batch is replayed after a crash, so a
-record is staged exactly once), and the tables are then rebuilt from everything staged.
+Incremental (incremental.py): read only the files not seen before and recompute only the hours
+they touch. Every path is a Hadoop URI (file:, hdfs:, s3a:, ...) and every output, the small
+files included, is written where the tables go (storage.py).
 """
 
 import json
-import os
-import shutil
 import time
 from dataclasses import dataclass, field
 
-from fleetwire.host.analytics import landing
+from pyspark import StorageLevel
+
+from fleetwire.host.analytics import landing, metrics, session, storage
 from fleetwire.host.analytics import schema as S
 
-SMALL_TABLES = ("firmware_cohort", "outliers", "device_health")
+CACHE = StorageLevel.MEMORY_AND_DISK
+HOUR_MS = metrics.HOUR_MS
 
 
 @dataclass
@@ -29,166 +29,222 @@ class Config:
     checkpoint: str = None  # default OUT/_checkpoint
     silent_after_s: int = S.SILENT_AFTER_S
     min_cohort: int = S.MIN_COHORT
-    partitions: int = None  # default: the session's shuffle partitions
+    partitions: int = None  # default: from the cluster's cores and the input's size (session.tune)
     report: bool = True
-    max_files_per_trigger: int = None
     log: object = field(default=print, repr=False)
 
 
 @dataclass
 class Result:
     out: str
-    tables: dict  # name -> Parquet directory
+    tables: dict  # name -> Parquet directory (URI)
     quality: dict
     seconds: float
     report: str = None
     new_records: int = None  # incremental: usable records in files not seen before
     new_files: int = None
+    hours: list = None  # incremental: the hours (epoch ms) whose partitions it rewrote
+
+
+@dataclass
+class Paths:
+    input: str
+    out: str
+    checkpoint: str
+
+    def table(self, name):
+        return storage.join(self.out, name)
 
 
 def run(spark, cfg):
-    """Run the job in this session. Raises landing.InputError for input it cannot use."""
-    from fleetwire.host.analytics import session
-
+    """Run the job in this session. Raises landing.InputError for input it cannot use (and its
+    subclass storage.SchemeError for a URI no filesystem on the classpath serves)."""
     session.prepare(spark)
-    spark.conf.set("spark.sql.files.ignoreMissingFiles", "true")
     t0 = time.time()
-    parts = cfg.partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
-    local = not landing.is_remote(cfg.input)
-    unreadable = []
-    files = None
-    if local:
-        found, unreadable = landing.scan(cfg.input, cfg.fmt, None if cfg.incremental else cfg.since_ms)
-        files = len(found)
-    else:
-        found = cfg.input
-    for p, why in unreadable:
-        cfg.log("warning: skipping unreadable file %s (%s)" % (p, why))
-    os.makedirs(cfg.out, exist_ok=True) if local or not landing.is_remote(cfg.out) else None
-    new = None
+    store = storage.Storage(spark)
+    p = Paths(store.qualify(cfg.input, "--input"), store.qualify(cfg.out, "--out"), None)
+    p.checkpoint = store.qualify(cfg.checkpoint or storage.join(p.out, "_checkpoint"), "--checkpoint")
     if cfg.incremental:
-        classified, quality_counts, new = _stage_new_files(spark, cfg)
+        from fleetwire.host.analytics import incremental
+
+        res = incremental.run(spark, store, cfg, p)
     else:
-        classified = landing.classify(landing.read(spark, found, cfg.fmt), cfg.since_ms)
-        quality_counts = None
-    from fleetwire.host.analytics import metrics
-
-    tables, cached, rows = metrics.build(classified, parts, cfg.silent_after_s, cfg.min_cohort)
-    counts = {r["_problem"]: r["n"] for r in rows}
-    kept = sum(r["kept"] for r in rows if r["_problem"] is None)
-    if quality_counts is not None:  # incremental: problems were counted when staged
-        for k, v in quality_counts.items():
-            if k is not None:
-                counts[k] = counts.get(k, 0) + v
-    q = landing.summarize(counts, files, unreadable)
-    q["clean_records"] = int(kept)
-    q["duplicates"] = q["valid_records"] - int(kept)
-    if new is not None:
-        q["new_files"], q["new_records"] = new
-    if q["valid_records"] == 0:
-        _unpersist(cached)
-        raise landing.InputError(
-            "no usable records in %s: %s" % (cfg.input, "; ".join(l.strip() for l in landing.describe(q)))
-        )
-    for line in landing.describe(q):
-        cfg.log(line)
-    paths = {}
-    try:
-        for name in S.TABLES:
-            df = tables[name]
-            path = os.path.join(cfg.out, name)
-            w = df.coalesce(1) if name in ("firmware_cohort", "outliers") else df
-            w = w.write.mode("overwrite").option("partitionOverwriteMode", "static")
-            if name == "clean":
-                w = w.partitionBy("date")
-            w.parquet(path)
-            paths[name] = path
-        report_path = None
-        if cfg.report:
-            from fleetwire.host.analytics import report
-
-            report_path = report.write(spark, cfg.out, cached, tables, q)
-    finally:
-        _unpersist(cached)
-    with open(os.path.join(cfg.out, "quality.json"), "w") as f:
-        json.dump(q, f, indent=2, sort_keys=True)
-    secs = time.time() - t0
-    res = Result(cfg.out, paths, q, secs, report_path)
-    if new is not None:
-        res.new_files, res.new_records = new
+        res = batch(spark, store, cfg, p)
+    res.seconds = time.time() - t0
     return res
 
 
-def _unpersist(cached):
-    for df in cached.values():
+def read_records(spark, store, files, cfg, action):
+    """action(classified records of `files`) -> its result, files read, files that vanished.
+    A file that is listed but gone when a task opens it fails the read (Spark is told not to skip
+    it): it is left out, counted, and the action runs again without it."""
+    files, vanished = list(files), []
+    while True:
         try:
-            df.unpersist()
-        except Exception:  # noqa: BLE001 - best effort on the way out
-            pass
-
-
-def _stage_new_files(spark, cfg):
-    """Run the availableNow stream over files not yet in the checkpoint. Returns
-    (all staged usable records classified, problem counts over all batches, (new files, new records))."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    staging = os.path.join(cfg.out, "_staging")
-    stats_dir = os.path.join(staging, "_stats")
-    ck = cfg.checkpoint or os.path.join(cfg.out, "_checkpoint")
-    os.makedirs(stats_dir, exist_ok=True)
-    this_run = {"files": 0, "records": 0}
-
-    def each(batch_df, batch_id):
-        df = landing.classify(batch_df.withColumn("_file", F.input_file_name()), cfg.since_ms)
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            rows = (
-                df.groupBy("_problem")
-                .agg(F.count(F.lit(1)).alias("n"), F.countDistinct("_file").alias("files"))
-                .collect()
+            return (
+                action(landing.classify(landing.read(spark, files, cfg.fmt), cfg.since_ms)),
+                files,
+                vanished,
             )
-            files = df.select(F.countDistinct("_file")).first()[0]
-            counts = {r["_problem"]: r["n"] for r in rows}
-            (
-                df.filter(F.col("_problem").isNull())
-                .drop("_problem", "_file")
-                .write.mode("overwrite")
-                .parquet(os.path.join(staging, "batch_id=%d" % batch_id))
+        except Exception as e:  # noqa: BLE001 - only a vanished file is handled here
+            if not landing.is_missing_file(e):
+                raise
+            gone = [f for f in files if not store.exists(f)]
+            if not gone:
+                raise
+            for f in gone:
+                cfg.log("warning: %s vanished between listing and reading; left out" % f)
+            vanished += gone
+            files = [f for f in files if f not in gone]
+            if not files:
+                raise landing.InputError(
+                    "every file listed under %s vanished before it could be read" % cfg.input
+                )
+
+
+def scan(store, cfg, p, since_ms):
+    files, unreadable, size = landing.scan(p.input, cfg.fmt, since_ms, store)
+    for path, why in unreadable:
+        cfg.log("warning: skipping unreadable file %s (%s)" % (path, why))
+    return files, unreadable, size
+
+
+def deduplicate(classified, parts, per_hour=False):
+    """The deduplicated records, cached and counted: (DataFrame, stats rows)."""
+    cand = metrics.dedup(classified, parts).persist(CACHE)
+    try:
+        rows = metrics.stats(cand, per_hour)
+        if sum(r["conflicts"] for r in rows):  # deliveries of one record that disagree: exact path
+            cand.unpersist()
+            cand = metrics.dedup_exact(classified, parts).persist(CACHE)
+            rows = metrics.stats(cand, per_hour)
+    except BaseException:
+        cand.unpersist()
+        raise
+    return cand, rows
+
+
+def quality(rows, files, unreadable, vanished):
+    counts = {r["_problem"]: r["n"] for r in rows}
+    q = landing.summarize(counts, files, unreadable, vanished)
+    kept = sum(r["kept"] for r in rows if r["_problem"] is None)
+    q["clean_records"] = int(kept)
+    q["duplicates"] = q["valid_records"] - int(kept)
+    return q
+
+
+ROWS_PER_FILE = 50_000  # clean/device_window are written by fewer tasks when each would write less
+
+
+def writers(rows, hours, shape):
+    """How many tasks write a table partitioned by hour: one file per task and hour, so for a long
+    span of little data (30 days of a few devices) fewer tasks, else as many as there are partitions;
+    never fewer than the cores while there is work for them."""
+    import math
+
+    want = math.ceil(rows / max(1, hours) / ROWS_PER_FILE)
+    floor = min(shape["cores"], math.ceil(rows / (4 * ROWS_PER_FILE)))
+    return max(1, min(shape["partitions"], max(want, floor)))
+
+
+def phase(spark, what):
+    """Name the Spark jobs that follow (the Spark UI and bench/spark_report.py show it)."""
+    spark.sparkContext.setJobDescription("fleetwire report: " + what)
+
+
+# Columns whose values are nearly all distinct: Parquet's dictionary encoding is tried and dropped
+# for each of them in every file, a fifth of the `clean` table's write at 10M records (its size: +20%).
+NO_DICTIONARY = (
+    "ts",
+    "seq",
+    "rx_ts",
+    "uptime_s",
+    "heap_free",
+    "heap_min",
+    "vbat_mv",
+    "store_used",
+    "min_seq",
+    "max_seq",
+    "rssi_avg",
+    "heap_delta",
+)
+
+
+def write(df, path, partition_by=(), files=None, dynamic=False, single=False):
+    """Write a table as Parquet, replacing it (dynamic: replacing only the partitions df has).
+    files: at most that many tasks write (coalesced from a cached input); single: one file, from a
+    small result (shuffled to one task, so that what computes it still runs on every core)."""
+    if single:
+        df = df.repartition(1)
+    elif files:
+        df = df.coalesce(files)
+    w = df.write.mode("overwrite").option("partitionOverwriteMode", "dynamic" if dynamic else "static")
+    for c in NO_DICTIONARY:
+        if c in df.columns:
+            w = w.option("parquet.enable.dictionary#" + c, "false")
+    if partition_by:
+        w = w.partitionBy(*partition_by)
+    w.parquet(path)
+
+
+def batch(spark, store, cfg, p):
+    files, unreadable, size = scan(store, cfg, p, cfg.since_ms)
+    shape = session.tune(spark, size, cfg.fmt, cfg.partitions)
+    phase(spark, "read and deduplicate")
+    (cand, rows), files, vanished = read_records(
+        spark, store, files, cfg, lambda c: deduplicate(c, shape["partitions"])
+    )
+    q = quality(rows, len(files), unreadable, vanished)
+    cached = [cand]
+    try:
+        if q["valid_records"] == 0:
+            raise landing.InputError(
+                "no usable records in %s: %s"
+                % (cfg.input, "; ".join(line.strip() for line in landing.describe(q)))
             )
-            with open(os.path.join(stats_dir, "batch-%d.json" % batch_id), "w") as f:
-                json.dump({"files": files, "counts": [[k, v] for k, v in counts.items()]}, f)
-            this_run["files"] += files
-            this_run["records"] += counts.get(None, 0)
-        finally:
+        for line in landing.describe(q):
+            cfg.log(line)
+        valid = [r for r in rows if r["_problem"] is None][0]
+        k = writers(valid["kept"], (valid["ts_max"] - valid["ts_min"]) // HOUR_MS + 1, shape)
+        clean = metrics.clean_records(cand)
+        phase(spark, "clean")
+        write(clean.select(*metrics.CLEAN_COLUMNS), p.table("clean"), ("date", "hour"), files=k)
+        win = metrics.link(metrics.windows(clean)).persist(CACHE)
+        cached.append(win)
+        phase(spark, "device_window")
+        write(win.select(*metrics.WINDOW_COLUMNS), p.table("device_window"), ("date", "hour"), files=k)
+        # not cached: computed from the cached windows and records they keep their partitioning by
+        # device_id, so device_health needs no shuffle (a cache not yet filled hides it from the planner)
+        hw = metrics.hour_windows(win)
+        hr = metrics.hour_records(clean)
+        hist = metrics.histogram(clean, by_hour=False).persist(CACHE)
+        cached.append(hist)
+        first_hour = valid["ts_min"] - valid["ts_min"] % HOUR_MS
+        report_path = finish(spark, store, cfg, p, hw, hr, hist, q, valid["ts_max"], first_hour)
+    finally:
+        for df in cached:
             df.unpersist()
-
-    q = (
-        landing.read_stream(spark, cfg.input, cfg.fmt, cfg.max_files_per_trigger)
-        .writeStream.foreachBatch(each)
-        .option("checkpointLocation", ck)
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    totals = {}
-    for n in sorted(os.listdir(stats_dir)):
-        with open(os.path.join(stats_dir, n)) as f:
-            for k, v in json.load(f)["counts"]:
-                if k is not None:
-                    totals[k] = totals.get(k, 0) + v
-    if not any(n.startswith("batch_id=") for n in os.listdir(staging)):
-        raise landing.InputError("no records staged from %s yet" % cfg.input)
-    cfg.log("incremental: %d new files, %d new usable records" % (this_run["files"], this_run["records"]))
-    staged = spark.read.schema(S.spark_schema(with_corrupt=False)).parquet(staging)
-    return (
-        staged.select(*S.FIELD_NAMES).withColumn("_problem", F.lit(None).cast("string")),
-        totals,
-        (this_run["files"], this_run["records"]),
-    )
+    return Result(p.out, {n: p.table(n) for n in S.TABLES}, q, 0.0, report_path)
 
 
-def reset_incremental(out, checkpoint=None):
-    """Forget what the incremental mode has seen (the next run reads everything again)."""
-    for p in (checkpoint or os.path.join(out, "_checkpoint"), os.path.join(out, "_staging")):
-        shutil.rmtree(p, ignore_errors=True)
+def finish(spark, store, cfg, p, hw, hr, hist, q, newest_ts, first_hour_ms):
+    """The tables merged from the hourly partials (device_health, firmware_cohort, outliers),
+    the report and quality.json. Returns the report's URI (or None)."""
+    health = metrics.device_health(hw, hr, cfg.silent_after_s, newest_ts, first_hour_ms).persist(CACHE)
+    try:
+        phase(spark, "device_health")
+        write(health, p.table("device_health"), single=True)
+        phase(spark, "firmware_cohort")
+        write(metrics.firmware_cohort(hr, hist, hw), p.table("firmware_cohort"), single=True)
+        phase(spark, "outliers")
+        write(metrics.outliers(health, min_cohort=cfg.min_cohort), p.table("outliers"), single=True)
+    finally:
+        health.unpersist()
+    report_path = None
+    if cfg.report:
+        phase(spark, "report")
+        from fleetwire.host.analytics import report
+
+        report_path = report.write(spark, store, p.out, hw, hist, q)
+    store.write_text(storage.join(p.out, "quality.json"), json.dumps(q, indent=2, sort_keys=True))
+    return report_path

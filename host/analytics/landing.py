@@ -24,42 +24,37 @@ class InputError(Exception):
     """Bad input the job cannot work around; the message says what and where."""
 
 
-def is_remote(path):
-    return bool(re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", path)) and not path.startswith("file://")
+def _since_day(since_ms):
+    if since_ms is None:
+        return None
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(since_ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d")
 
 
-def scan(root, fmt="ndjson", since_ms=None):
-    """(readable files, unreadable [(path, reason)]) under a local landing zone, skipping
-    date= partitions wholly before since_ms. Raises InputError for a missing or empty zone."""
+def _wanted(rel, fmt, since_day):
+    """Is this file (path relative to the landing zone) one of its records files?"""
+    parts = rel.split("/")
+    if any(x.startswith(("_", ".")) for x in parts) or not parts[-1].endswith(EXTENSIONS[fmt]):
+        return False
+    m = re.search(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})(?:/|$)", rel)
+    return not (since_day and m and m.group(1) < since_day)
+
+
+def scan(root, fmt="ndjson", since_ms=None, storage=None):
+    """(readable files, unreadable [(path, reason)], their total size in bytes) under a landing zone,
+    skipping date= partitions wholly before since_ms. A local zone (a path or file: URI) is walked
+    here, where a file that cannot be opened (a dangling link, no permission) shows; any other
+    filesystem is listed through `storage` (Hadoop's API). Raises InputError for a missing or empty zone."""
     if fmt not in EXTENSIONS:
         raise InputError("unknown input format %r (ndjson or parquet)" % fmt)
-    if root.startswith("file://"):
-        root = root[len("file://") :]
-    if not os.path.exists(root):
-        raise InputError("landing zone %s does not exist (expected %s)" % (root, LAYOUT))
-    if not os.path.isdir(root):
-        raise InputError("landing zone %s is not a directory (expected %s)" % (root, LAYOUT))
-    since_day = None
-    if since_ms is not None:
-        import datetime as dt
+    from fleetwire.host.analytics.storage import is_local, local_path
 
-        since_day = dt.datetime.fromtimestamp(since_ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d")
-    good, bad = [], []
-    for dirpath, dirnames, names in os.walk(root, followlinks=True):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(("_", ".")))
-        m = re.search(r"date=(\d{4}-\d{2}-\d{2})", dirpath)
-        if since_day and m and m.group(1) < since_day:
-            continue
-        for n in sorted(names):
-            if n.startswith(("_", ".")) or not n.endswith(EXTENSIONS[fmt]):
-                continue
-            p = os.path.join(dirpath, n)
-            try:
-                with open(p, "rb") as f:
-                    f.read(1)
-                good.append(p)
-            except OSError as e:
-                bad.append((p, e.strerror or str(e)))
+    since_day = _since_day(since_ms)
+    if is_local(root):
+        good, bad, size = _scan_local(local_path(root), fmt, since_day)
+    else:
+        (good, size), bad = _scan_remote(root, fmt, since_day, storage), []
     if not good and not bad:
         raise InputError("no %s files under %s (expected %s)" % ("/".join(EXTENSIONS[fmt]), root, LAYOUT))
     if not good:
@@ -67,7 +62,45 @@ def scan(root, fmt="ndjson", since_ms=None):
             "none of the %d files under %s can be read: %s"
             % (len(bad), root, "; ".join("%s: %s" % b for b in bad[:5]))
         )
-    return good, bad
+    return good, bad, size
+
+
+def _scan_local(root, fmt, since_day):
+    if not os.path.exists(root):
+        raise InputError("landing zone %s does not exist (expected %s)" % (root, LAYOUT))
+    if not os.path.isdir(root):
+        raise InputError("landing zone %s is not a directory (expected %s)" % (root, LAYOUT))
+    root = os.path.abspath(root)
+    good, bad, size = [], [], 0
+    for dirpath, dirnames, names in os.walk(root, followlinks=True):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(("_", ".")))
+        for n in sorted(names):
+            p = os.path.join(dirpath, n)
+            if not _wanted(os.path.relpath(p, root).replace(os.sep, "/"), fmt, since_day):
+                continue
+            try:
+                with open(p, "rb") as f:
+                    f.read(1)
+                    size += os.fstat(f.fileno()).st_size
+                good.append("file://" + p)
+            except OSError as e:
+                bad.append((p, e.strerror or str(e)))
+    return good, bad, size
+
+
+def _scan_remote(root, fmt, since_day, storage):
+    if not storage.exists(root):
+        raise InputError("landing zone %s does not exist (expected %s)" % (root, LAYOUT))
+    if not storage.is_dir(root):
+        raise InputError("landing zone %s is not a directory (expected %s)" % (root, LAYOUT))
+    base = root.rstrip("/") + "/"
+    found, size = [], 0
+    for uri, n in storage.list_files(root):
+        rel = uri[len(base) :] if uri.startswith(base) else uri.rsplit("/", 1)[-1]
+        if _wanted(rel, fmt, since_day):
+            found.append(uri)
+            size += n
+    return sorted(found), size
 
 
 def read(spark, paths, fmt="ndjson"):
@@ -86,17 +119,20 @@ def read(spark, paths, fmt="ndjson"):
     )
 
 
-def read_stream(spark, root, fmt="ndjson", max_files=None):
-    """The landing zone as a streaming file source (new files only, tracked by the checkpoint)."""
-    r = spark.readStream.schema(S.spark_schema(with_corrupt=fmt != "parquet"))
-    if max_files:
-        r = r.option("maxFilesPerTrigger", int(max_files))
-    glob = os.path.join(root, "date=*", "hour=*", "*" + EXTENSIONS[fmt][0])
-    if fmt == "parquet":
-        from pyspark.sql import functions as F
-
-        return r.parquet(glob).withColumn(S.CORRUPT, F.lit(None).cast("string"))
-    return r.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", S.CORRUPT).json(glob)
+def is_missing_file(exc):
+    """Did this Spark failure come from a file that was not there when Spark looked for it (when the
+    DataFrame was made, PATH_NOT_FOUND, or when a task opened it, FileNotFoundException)?"""
+    cond = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    if cond is not None and cond() == "PATH_NOT_FOUND":
+        return True
+    je = getattr(exc, "java_exception", None)
+    seen = 0
+    while je is not None and seen < 20:
+        name = je.getClass().getName()
+        if name in ("java.io.FileNotFoundException", "org.apache.spark.SparkFileNotFoundException"):
+            return True
+        je, seen = je.getCause(), seen + 1
+    return False
 
 
 def _as_list(paths):
@@ -121,13 +157,15 @@ def classify(raw, since_ms=None):
     return raw.withColumn("_problem", p).drop(S.CORRUPT)
 
 
-def summarize(counts, files=None, unreadable=()):
-    """The quality summary as a dict from {problem or None: delivered records}."""
+def summarize(counts, files=None, unreadable=(), vanished=()):
+    """The quality summary as a dict from {problem or None: delivered records}. `files`: those
+    read; `vanished`: listed, but gone when Spark came to read them (their records are not counted)."""
     valid = int(counts.get(None, 0))
     skipped = {k: int(v) for k, v in counts.items() if k not in (None, FILTERED) and v}
     return {
         "files": files,
         "unreadable_files": [{"path": p, "reason": r} for p, r in unreadable],
+        "vanished_files": list(vanished),
         "records_read": int(sum(counts.values())),
         "valid_records": valid,
         "skipped_records": int(sum(skipped.values())),
@@ -149,6 +187,8 @@ def describe(q):
         lines.append("  left out %d records before --since" % q["filtered_before_since"])
     for u in q["unreadable_files"]:
         lines.append("  skipped unreadable file %s (%s)" % (u["path"], u["reason"]))
+    for v in q.get("vanished_files", ()):
+        lines.append("  skipped file %s: it vanished between listing and reading" % v)
     if q.get("duplicates") is not None:
         lines.append(
             "  %d duplicate deliveries removed, %d distinct records kept"

@@ -2,7 +2,7 @@
 
 Definitions (the README's "Fleet analytics" section repeats them):
   clean           valid records, one per (device_id, seq): the copy with the lowest rx_ts is kept;
-                  `copies` says how many were delivered. Partitioned by `date` (UTC, from ts).
+                  `copies` says how many were delivered. Partitioned by `date` and `hour` (UTC, of ts).
   device_window   per device and 5-minute tumbling window of ts (UTC, aligned to the epoch):
     fw_version      of the window's last record (highest seq)
     records         delivered records (duplicates included); distinct_seq: distinct seq;
@@ -13,7 +13,8 @@ Definitions (the README's "Fleet analytics" section repeats them):
     rssi_min/avg/max, latency_p50/p95 (nearest rank: the ceil(p*n)-th smallest value)
     heap_delta      heap_free of the last record - heap_free of the first (by seq)
     reconnects      the lifetime counter at the window's last record minus at the device's
-                    previous window's last record (the window's first record for its first window)
+                    previous window's (by min_seq) last record (the window's first record for its
+                    first window)
     unexpected_resets  records whose reset_cause is set and not power_on/deliberate
   device_health   per device over the whole input:
     fw_version      of its highest seq; first_seen, last_seen: min/max ts
@@ -36,9 +37,18 @@ Definitions (the README's "Fleet analytics" section repeats them):
                   (loss_rate, reconnects_per_hour, heap_leak_bytes_per_hour, vbat_drop_per_hour):
                   score = (value - median) / (1.4826 * MAD), or / (1.2533 * mean absolute deviation)
                   when MAD is 0; a device is listed when score > OUTLIER_Z (worse than its cohort).
+
+How it is computed: the records are shuffled once, by device_id, and deduplicated; the windows
+are aggregated from them; everything per device or per release is then merged from three small
+partial aggregates per UTC hour, which the incremental run keeps and recomputes only for the hours
+its new files touch:
+  hour_windows    (device_id, hour_ms, window fw_version): sums, extremes and regression moments of
+                  the hour's windows, and the links (first/last min_seq, last counter) that chain a
+                  device's windows across hours
+  hour_records    (device_id, hour_ms, record fw_version, boot_id): records, crashes, heap moments
+  histogram       (hour_ms, fw_version, metric, value): record counts, for the release percentiles
 """
 
-from pyspark import StorageLevel
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
@@ -46,65 +56,103 @@ from fleetwire.host.analytics import schema as S
 
 BIG = 2**63 - 1
 HOUR_MS = 3600_000
+KEY = ["device_id", "seq"]
+# The record's string fields besides device_id: grouping keys of the deduplication (a hash aggregate
+# cannot hold a string in its buffer; min_by of a struct made Spark sort every record instead).
+STRINGS = [f for f, k in S.FIELDS if k == "string" and f != "device_id"]
+FIXED = [f for f, k in S.FIELDS if k != "string" and f not in KEY]
+HIST_METRICS = {"rssi": "rssi", "latency": "publish_latency_ms"}
 
 
 def dedup(classified, partitions=None):
-    """Group delivered records by (device_id, seq, _problem): one row each with `copies`.
-    Rows with a _problem are kept (grouped) only so that they can be counted.
+    """One row per (device_id, seq, _problem, fw_version, reset_cause) with `copies` and, for the
+    other fields, the values of the copy with the lowest rx_ts (every min_by compares the same key,
+    so they all take the same copy). Copies of a record differ only in rx_ts, so this is one row per
+    (device_id, seq, _problem); stats() counts the keys with more than one row (deliveries that
+    disagree on a string field), and the job then runs dedup_exact instead.
     With `partitions`, the records are first hash-partitioned by device_id: every later grouping
-    starts with device_id, so this is the job's one shuffle of records (no partial aggregation
-    on the read side, no re-shuffle by (device_id, seq), none for the windows, boots, hours)."""
+    starts with device_id, so this is the job's one shuffle of records."""
     if partitions:
         classified = classified.repartition(int(partitions), "device_id")
-    rest = [c for c in S.FIELD_NAMES if c not in ("device_id", "seq")]
     key = F.coalesce(F.col("rx_ts"), F.lit(BIG))
-    # min_by compares the key alone (min of a struct compared every field): the copies of
-    # a record differ only in rx_ts, so which of two equal keys wins does not matter.
-    g = classified.groupBy("device_id", "seq", "_problem").agg(
+    return classified.groupBy(*KEY, "_problem", *STRINGS).agg(
+        F.count(F.lit(1)).alias("copies"), *[F.min_by(c, key).alias(c) for c in FIXED]
+    )
+
+
+def dedup_exact(classified, partitions=None):
+    """dedup() for input whose deliveries of one (device_id, seq) disagree: the whole copy with the
+    lowest rx_ts (min_by of a struct: Spark sorts every record for it, hence only when needed)."""
+    if partitions:
+        classified = classified.repartition(int(partitions), "device_id")
+    rest = STRINGS + FIXED
+    key = F.coalesce(F.col("rx_ts"), F.lit(BIG))
+    g = classified.groupBy(*KEY, "_problem").agg(
         F.count(F.lit(1)).alias("copies"), F.min_by(F.struct(*rest), key).alias("_r")
     )
-    return g.select("device_id", "seq", "_problem", "copies", *[F.col("_r." + c).alias(c) for c in rest])
+    return g.select(
+        *KEY,
+        "_problem",
+        *[F.col("_r." + c).alias(c) for c in STRINGS],
+        "copies",
+        *[F.col("_r." + c).alias(c) for c in FIXED],
+    )
+
+
+def stats(deduped, per_hour=False):
+    """The one pass over the deduplicated records before the tables (it also fills the cache): per
+    _problem (and UTC hour of ts, `hour_ms`), delivered records (`n`), distinct keys (`kept`), keys
+    with disagreeing deliveries (`conflicts`) and the ts range (`ts_min`, `ts_max`)."""
+    by = ["_problem"] + (["hour_ms"] if per_hour else [])
+    per_key = deduped.groupBy(*KEY, "_problem").agg(
+        F.sum("copies").alias("n"),
+        F.count(F.lit(1)).alias("variants"),
+        F.min("ts").alias("ts_min"),
+        F.max("ts").alias("ts_max"),
+    )
+    if per_hour:  # copies of a record share its ts, so a key's hour is its first copy's
+        per_key = per_key.withColumn("hour_ms", F.col("ts_min") - F.pmod(F.col("ts_min"), F.lit(HOUR_MS)))
+    return (
+        per_key.groupBy(*by)
+        .agg(
+            F.sum("n").alias("n"),
+            F.count(F.lit(1)).alias("kept"),
+            F.sum(F.when(F.col("variants") > 1, 1).otherwise(0)).alias("conflicts"),
+            F.min("ts_min").alias("ts_min"),
+            F.max("ts_max").alias("ts_max"),
+        )
+        .collect()
+    )
+
+
+def with_time_columns(df, ts="ts"):
+    """hour_ms, and the partition columns date and hour (UTC) of a millisecond timestamp."""
+    t = F.col(ts)
+    return (
+        df.withColumn("hour_ms", t - F.pmod(t, F.lit(HOUR_MS)))
+        .withColumn("date", F.to_date(F.timestamp_millis(t)))
+        .withColumn("hour", F.pmod(F.floor(t / HOUR_MS), F.lit(24)).cast("int"))
+    )
 
 
 def clean_records(deduped):
     """The valid, deduplicated records with the derived columns the tables group by."""
     ts = F.col("ts")
-    return (
+    c = (
         deduped.filter(F.col("_problem").isNull())
         .drop("_problem")
+        .select(*S.FIELD_NAMES, "copies")
         .withColumn("window_ms", ts - F.pmod(ts, F.lit(S.WINDOW_S * 1000)))
-        .withColumn("hour_ms", ts - F.pmod(ts, F.lit(HOUR_MS)))
-        .withColumn("date", F.to_date(F.timestamp_millis(ts)))
-        .withColumn(
-            "unexpected",
-            F.when(
-                F.col("reset_cause").isNotNull() & ~F.col("reset_cause").isin(*S.EXPECTED_RESETS), 1
-            ).otherwise(0),
-        )
+    )
+    return with_time_columns(c).withColumn(
+        "unexpected",
+        F.when(
+            F.col("reset_cause").isNotNull() & ~F.col("reset_cause").isin(*S.EXPECTED_RESETS), 1
+        ).otherwise(0),
     )
 
 
-def release_percentiles(clean, col, ps):
-    """Nearest-rank percentiles of `col` per fw_version ({name: p}): the ceil(p*n)-th smallest
-    non-null value, n the release's non-null values. Computed from the release's histogram
-    (value -> count, a hash aggregate) and its running count, not by sorting every record."""
-    from fractions import Fraction
-
-    h = clean.filter(F.col(col).isNotNull()).groupBy("fw_version", col).agg(F.count(F.lit(1)).alias("_n"))
-    run = (
-        Window.partitionBy("fw_version")
-        .orderBy(col)
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    h = h.withColumn("_cum", F.sum("_n").over(run)).withColumn(
-        "_tot", F.sum("_n").over(Window.partitionBy("fw_version"))
-    )
-    aggs = []
-    for name, p in ps.items():
-        f = Fraction(str(p))
-        k = F.expr("(%d * _tot + %d) div %d" % (f.numerator, f.denominator - 1, f.denominator))
-        aggs.append(F.min(F.when(F.col("_cum") >= k, F.col(col))).alias(name))
-    return h.groupBy("fw_version").agg(*aggs)
+CLEAN_COLUMNS = S.FIELD_NAMES + ["copies", "date", "hour"]
 
 
 def _nearest_rank(sorted_col, p):
@@ -116,7 +164,8 @@ def _nearest_rank(sorted_col, p):
 
 
 def windows(clean):
-    """device_window with the private columns (prefixed _) that device_health combines."""
+    """device_window without `reconnects` (link() adds it), with the private columns (prefixed _)
+    that hour_windows() sums."""
     has_v = F.col("vbat_mv").isNotNull()
     t = F.when(has_v, (F.col("ts") - F.col("window_ms")) / float(HOUR_MS))  # hours into the window
     v = F.col("vbat_mv").cast("double")
@@ -155,8 +204,7 @@ def windows(clean):
         )
         .join(objs.hint("shuffle_hash"), ["device_id", "window_ms"])
     )
-    prev = Window.partitionBy("device_id").orderBy("min_seq")
-    return (
+    w = (
         w.withColumn("latency_p50", _nearest_rank("_lat", 0.5))
         .withColumn("latency_p95", _nearest_rank("_lat", 0.95))
         .drop("_lat")
@@ -164,10 +212,39 @@ def windows(clean):
         .withColumn("coverage", F.col("distinct_seq") / (F.lit(float(S.WINDOW_S)) / F.col("period_s")))
         .withColumn("loss_rate", 1 - F.col("distinct_seq") / (F.col("max_seq") - F.col("min_seq") + 1))
         .withColumn("heap_delta", F.col("_heap_last") - F.col("_heap_first"))
-        .withColumn(
-            "reconnects", F.col("_rec_last") - F.coalesce(F.lag("_rec_last").over(prev), F.col("_rec_first"))
-        )
         .withColumn("window_start", F.timestamp_millis(F.col("window_ms")))
+    )
+    return with_time_columns(w, "window_ms")
+
+
+def link(win, before=None):
+    """Add `reconnects`: the window's last counter minus the previous window's (by min_seq) last
+    counter, or minus its own first counter when it has none. `before` (incremental runs): rows
+    (device_id, min_seq, _rec_last) standing for windows not in `win` (each hour's last window),
+    so that the first window of `win` on a device chains to what came before it."""
+    order = Window.partitionBy("device_id").orderBy("min_seq")
+    if before is None:
+        return win.withColumn(
+            "reconnects", F.col("_rec_last") - F.coalesce(F.lag("_rec_last").over(order), F.col("_rec_first"))
+        )
+    ours = win.select("device_id", "window_ms", "min_seq", "_rec_last", F.lit(True).alias("_ours"))
+    theirs = before.select(
+        "device_id",
+        F.lit(None).cast("long").alias("window_ms"),
+        "min_seq",
+        "_rec_last",
+        F.lit(False).alias("_ours"),
+    )
+    prev = (
+        ours.unionByName(theirs)
+        .withColumn("_prev", F.lag("_rec_last").over(order))
+        .filter("_ours")
+        .select("device_id", "window_ms", "_prev")
+    )
+    return (
+        win.join(prev, ["device_id", "window_ms"])
+        .withColumn("reconnects", F.col("_rec_last") - F.coalesce(F.col("_prev"), F.col("_rec_first")))
+        .drop("_prev")
     )
 
 
@@ -191,94 +268,165 @@ WINDOW_COLUMNS = [
     "period_s",
     "min_seq",
     "max_seq",
+    "date",
+    "hour",
 ]
 
 
-def hours_by_release(clean):
-    """(device_id, hour_ms, fw_version) -> crashed (1 if an unexpected reset happened), and the
-    hour's records and unexpected resets (summed per release by firmware_cohort)."""
-    return clean.groupBy("device_id", "hour_ms", "fw_version").agg(
-        F.max("unexpected").alias("crashed"),
-        F.count(F.lit(1)).alias("records"),
-        F.sum("unexpected").alias("unexpected_resets"),
-    )
-
-
-def boots(clean):
-    """Per (device, boot): the moments of heap_free on uptime (hours) for the leak slope."""
-    ok = F.col("uptime_s").isNotNull() & F.col("heap_free").isNotNull()
-    u = F.when(ok, F.col("uptime_s") / 3600.0)
-    h = F.when(ok, F.col("heap_free").cast("double"))
-    b = clean.groupBy("device_id", "boot_id").agg(
-        F.count(u).alias("n"),
-        F.sum(u).alias("su"),
-        F.sum(h).alias("sh"),
-        F.sum(u * h).alias("suh"),
-        F.sum(u * u).alias("suu"),
-    )
-    return b.select(
-        "device_id",
-        F.when(F.col("n") > 0, F.col("suh") - F.col("su") * F.col("sh") / F.col("n"))
-        .otherwise(0.0)
-        .alias("sxy"),
-        F.when(F.col("n") > 0, F.col("suu") - F.col("su") * F.col("su") / F.col("n"))
-        .otherwise(0.0)
-        .alias("sxx"),
-    )
-
-
-def device_health(win, boot, hours_fw, silent_after_s=S.SILENT_AFTER_S, first_window_ms=None, newest_ts=None):
-    """first_window_ms (the earliest window_start, ms) and newest_ts (the newest ts in the data)
-    are computed from `win` when not given; the job passes them from its first action."""
-    if first_window_ms is None:
-        ref = win.agg(F.min("window_ms").alias("_ref"))
-        wv = win.crossJoin(F.broadcast(ref))
-    else:
-        wv = win.withColumn("_ref", F.lit(int(first_window_ms)).cast("long"))
-    wv = wv.withColumn("_c", (F.col("window_ms") - F.col("_ref")) / float(HOUR_MS))
-    c, n = F.col("_c"), F.col("_vn")
-    d = wv.groupBy("device_id").agg(
-        F.max_by("fw_version", "max_seq").alias("fw_version"),
-        F.min("_ts_min").alias("first_ts"),
-        F.max("_ts_max").alias("last_ts"),
+def hour_windows(win):
+    """Per (device, UTC hour, window fw_version): what device_health and firmware_cohort need of the
+    hour's windows, in a form that sums across hours. The battery moments are taken about the hour's
+    start (hours), the windows' own ones being about the window's start."""
+    c = (F.col("window_ms") - F.col("hour_ms")) / float(HOUR_MS)
+    n = F.col("_vn")
+    return win.groupBy("device_id", "hour_ms", "fw_version").agg(
+        F.count(F.lit(1)).alias("windows"),
+        F.sum("coverage").alias("coverage_sum"),
+        F.sum("loss_rate").alias("loss_rate_sum"),
+        F.sum("reconnects").alias("reconnects_sum"),
         F.sum("records").alias("records"),
         F.sum("distinct_seq").alias("distinct_seq"),
         F.min("min_seq").alias("min_seq"),
         F.max("max_seq").alias("max_seq"),
         F.max_by("period_s", "max_seq").alias("period_s"),
         F.sum("unexpected_resets").alias("unexpected_resets"),
-        (F.max_by("_rec_last", "max_seq") - F.min_by("_rec_first", "min_seq")).alias("reconnects"),
+        F.min_by("_rec_first", "min_seq").alias("rec_first"),
+        F.max_by("_rec_last", "max_seq").alias("rec_last"),
+        F.max("min_seq").alias("last_min_seq"),
+        F.max_by("_rec_last", "min_seq").alias("last_rec"),
+        F.min("_ts_min").alias("ts_min"),
+        F.max("_ts_max").alias("ts_max"),
         F.min("_vbat_min").alias("vbat_min"),
+        F.sum(n).alias("vn"),
+        F.sum(F.col("_vt") + n * c).alias("vt"),
+        F.sum("_vv").alias("vv"),
+        F.sum(F.col("_vtv") + c * F.col("_vv")).alias("vtv"),
+        F.sum(F.col("_vtt") + 2 * c * F.col("_vt") + n * c * c).alias("vtt"),
+    )
+
+
+def hour_records(clean):
+    """Per (device, UTC hour, record fw_version, boot): records, unexpected resets, whether one
+    happened, and the moments of heap_free on uptime (hours) for the leak slope: count, means and
+    co-moments about the means (Spark's covariance keeps them exact where raw sums of products of
+    ~1e4 bytes and ~1e3 hours lose the slope of a steady heap to rounding)."""
+    ok = F.col("uptime_s").isNotNull() & F.col("heap_free").isNotNull()
+    u = F.when(ok, F.col("uptime_s") / 3600.0)
+    h = F.when(ok, F.col("heap_free").cast("double"))
+    return clean.groupBy("device_id", "hour_ms", "fw_version", "boot_id").agg(
+        F.count(F.lit(1)).alias("records"),
+        F.sum("unexpected").alias("unexpected_resets"),
+        F.max("unexpected").alias("crashed"),
+        F.count(u).alias("hn"),
+        F.avg(u).alias("hu"),
+        F.avg(h).alias("hh"),
+        (F.covar_pop(u, h) * F.count(u)).alias("huh"),
+        (F.var_pop(u) * F.count(u)).alias("huu"),
+    )
+
+
+def histogram(clean, by_hour=True):
+    """Records per (hour_ms, fw_version, metric, value) for the metrics whose release percentiles
+    firmware_cohort reports (rssi, latency); without by_hour, summed over the hours."""
+    keys = (["hour_ms"] if by_hour else []) + ["fw_version"]
+    pairs = ", ".join("'%s', cast(%s as double)" % kv for kv in HIST_METRICS.items())
+    v = clean.select(*keys, F.expr("stack(%d, %s) as (metric, value)" % (len(HIST_METRICS), pairs)))
+    return (
+        v.filter(F.col("value").isNotNull())
+        .groupBy(*keys, "metric", "value")
+        .agg(F.count(F.lit(1)).alias("n"))
+    )
+
+
+PERCENTILES = {
+    "rssi": {"rssi_p05": 0.05, "rssi_p50": 0.5},
+    "latency": {"latency_p50": 0.5, "latency_p95": 0.95},
+}
+
+
+def release_percentiles(hist):
+    """Nearest-rank percentiles (PERCENTILES) per fw_version: the ceil(p*n)-th smallest value of a
+    metric, n the release's values, from the histogram's running count. One shuffle (by
+    fw_version): the sums, the running count and the pivot all group within it."""
+    from fractions import Fraction
+
+    h = hist.repartition("fw_version").groupBy("fw_version", "metric", "value").agg(F.sum("n").alias("_n"))
+    run = (
+        Window.partitionBy("fw_version", "metric")
+        .orderBy("value")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    h = h.withColumn("_cum", F.sum("_n").over(run)).withColumn(
+        "_tot", F.sum("_n").over(Window.partitionBy("fw_version", "metric"))
+    )
+    aggs = []
+    for metric, ps in PERCENTILES.items():
+        for name, p in ps.items():
+            f = Fraction(str(p))
+            k = F.expr("(%d * _tot + %d) div %d" % (f.numerator, f.denominator - 1, f.denominator))
+            aggs.append(
+                F.min(F.when((F.col("metric") == metric) & (F.col("_cum") >= k), F.col("value"))).alias(name)
+            )
+    return h.groupBy("fw_version").agg(*aggs)
+
+
+def device_health(hw, hr, silent_after_s, newest_ts, first_hour_ms):
+    """device_health from the hourly partials. newest_ts: the newest ts in the data; first_hour_ms:
+    the first hour in it (the battery moments are shifted to it, hours since)."""
+    c = (F.col("hour_ms") - F.lit(int(first_hour_ms))) / float(HOUR_MS)
+    n = F.col("vn")
+    d = hw.groupBy("device_id").agg(
+        F.max_by("fw_version", "max_seq").alias("fw_version"),
+        F.min("ts_min").alias("first_ts"),
+        F.max("ts_max").alias("last_ts"),
+        F.sum("records").alias("records"),
+        F.sum("distinct_seq").alias("distinct_seq"),
+        F.min("min_seq").alias("min_seq"),
+        F.max("max_seq").alias("max_seq"),
+        F.max_by("period_s", "max_seq").alias("period_s"),
+        F.sum("unexpected_resets").alias("unexpected_resets"),
+        (F.max_by("rec_last", "max_seq") - F.min_by("rec_first", "min_seq")).alias("reconnects"),
+        F.min("vbat_min").alias("vbat_min"),
         F.sum(n).alias("_n"),
-        F.sum(F.col("_vt") + n * c).alias("_st"),
-        F.sum("_vv").alias("_sv"),
-        F.sum(F.col("_vtv") + c * F.col("_vv")).alias("_stv"),
-        F.sum(F.col("_vtt") + 2 * c * F.col("_vt") + n * c * c).alias("_stt"),
+        F.sum(F.col("vt") + n * c).alias("_st"),
+        F.sum("vv").alias("_sv"),
+        F.sum(F.col("vtv") + c * F.col("vv")).alias("_stv"),
+        F.sum(F.col("vtt") + 2 * c * F.col("vt") + n * c * c).alias("_stt"),
     )
     sxx = F.col("_stt") - F.col("_st") * F.col("_st") / F.col("_n")
     sxy = F.col("_stv") - F.col("_st") * F.col("_sv") / F.col("_n")
     d = d.withColumn("vbat_drop_per_hour", F.when((F.col("_n") > 1) & (sxx > 0), -sxy / sxx))
-    b = boot.groupBy("device_id").agg(
-        F.count(F.lit(1)).alias("_boots"), F.sum("sxy").alias("_sxy"), F.sum("sxx").alias("_sxx")
+    # per boot, the hours' co-moments combined about the boot's means (Chan et al.'s pairwise formula)
+    per_boot = Window.partitionBy("device_id", "boot_id")
+    n = F.sum("hn").over(per_boot)
+    b = hr.withColumn("_mu", F.sum(F.col("hn") * F.coalesce("hu", F.lit(0.0))).over(per_boot) / n).withColumn(
+        "_mh", F.sum(F.col("hn") * F.coalesce("hh", F.lit(0.0))).over(per_boot) / n
+    )
+    du, dh = F.col("hu") - F.col("_mu"), F.col("hh") - F.col("_mh")
+    has = F.col("hn") > 0
+    boot = (
+        b.groupBy("device_id", "boot_id")
+        .agg(
+            F.sum(F.when(has, F.col("huh") + F.col("hn") * du * dh).otherwise(0.0)).alias("sxy"),
+            F.sum(F.when(has, F.col("huu") + F.col("hn") * du * du).otherwise(0.0)).alias("sxx"),
+        )
+        .groupBy("device_id")
+        .agg(F.count(F.lit(1)).alias("_boots"), F.sum("sxy").alias("_sxy"), F.sum("sxx").alias("_sxx"))
     )
     hrs = (
-        hours_fw.groupBy("device_id", "hour_ms")
+        hr.groupBy("device_id", "hour_ms")
         .agg(F.max("crashed").alias("crashed"))
         .groupBy("device_id")
         .agg(F.count(F.lit(1)).alias("active_hours"), F.sum(1 - F.col("crashed")).alias("crash_free_hours"))
     )
-    d = d.join(b, "device_id").join(hrs, "device_id")
-    if newest_ts is None:
-        d = d.crossJoin(F.broadcast(win.agg(F.max("_ts_max").alias("_newest"))))
-    else:
-        d = d.withColumn("_newest", F.lit(int(newest_ts)).cast("long"))
+    d = d.join(boot, "device_id").join(hrs, "device_id")
     expected = F.round((F.col("last_ts") - F.col("first_ts")) / (F.col("period_s") * 1000.0)) + 1
     return d.select(
         "device_id",
         "fw_version",
         F.timestamp_millis("first_ts").alias("first_seen"),
         F.timestamp_millis("last_ts").alias("last_seen"),
-        ((F.col("_newest") - F.col("last_ts")) >= silent_after_s * 1000).alias("silent"),
+        ((F.lit(int(newest_ts)) - F.col("last_ts")) >= silent_after_s * 1000).alias("silent"),
         "records",
         "distinct_seq",
         "min_seq",
@@ -307,25 +455,47 @@ def version_key(col="fw_version"):
     )
 
 
-def firmware_cohort(clean, win, hours_fw):
-    hrs = hours_fw.groupBy("fw_version").agg(
-        F.countDistinct("device_id").alias("devices"),
-        F.count(F.lit(1)).alias("device_hours"),
-        F.sum(1 - F.col("crashed")).alias("crash_free_hours"),
+def firmware_cohort(hr, hist, hw):
+    # per (device, release) first, within the partitions by device_id; then one shuffle by release
+    # for the record-based and the window-based sums together
+    dev = (
+        hr.groupBy("device_id", "hour_ms", "fw_version")
+        .agg(
+            F.max("crashed").alias("crashed"),
+            F.sum("records").alias("records"),
+            F.sum("unexpected_resets").alias("unexpected_resets"),
+        )
+        .groupBy("device_id", "fw_version")
+        .agg(
+            F.lit(1).alias("devices"),
+            F.count(F.lit(1)).alias("device_hours"),
+            F.sum(1 - F.col("crashed")).alias("crash_free_hours"),
+            F.sum("records").alias("records"),
+            F.sum("unexpected_resets").alias("unexpected_resets"),
+        )
+    )
+    win = hw.groupBy("device_id", "fw_version").agg(
+        F.sum("windows").alias("windows"),
+        F.sum("coverage_sum").alias("coverage_sum"),
+        F.sum("loss_rate_sum").alias("loss_rate_sum"),
+        F.sum("reconnects_sum").alias("reconnects"),
+    )
+    both = dev.unionByName(win, allowMissingColumns=True)
+    c = both.groupBy("fw_version").agg(
+        F.sum("devices").alias("devices"),
+        F.sum("device_hours").alias("device_hours"),
+        F.sum("crash_free_hours").alias("crash_free_hours"),
         F.sum("records").alias("records"),
         F.sum("unexpected_resets").alias("unexpected_resets"),
-    )
-    rssi = release_percentiles(clean, "rssi", {"rssi_p05": 0.05, "rssi_p50": 0.5})
-    lat = release_percentiles(clean, "publish_latency_ms", {"latency_p50": 0.5, "latency_p95": 0.95})
-    ws = win.groupBy("fw_version").agg(
-        F.avg("coverage").alias("mean_coverage"),
-        F.avg("loss_rate").alias("mean_loss_rate"),
+        (F.sum("coverage_sum") / F.sum("windows")).alias("mean_coverage"),
+        (F.sum("loss_rate_sum") / F.sum("windows")).alias("mean_loss_rate"),
         F.sum("reconnects").alias("reconnects"),
     )
+    # a release seen only in windows' fw_version (never as a record's) has no device-hours: as before,
+    # the cohort lists the releases of the records
     c = (
-        hrs.join(rssi, "fw_version", "left")
-        .join(lat, "fw_version", "left")
-        .join(ws, "fw_version", "left")
+        c.filter(F.col("devices").isNotNull())
+        .join(release_percentiles(hist), "fw_version", "left")
         .withColumn("crash_free_hours_pct", 100.0 * F.col("crash_free_hours") / F.col("device_hours"))
         .withColumn("reconnects_per_device_hour", F.col("reconnects") / F.col("device_hours"))
     )
@@ -373,7 +543,8 @@ def outliers(health, z=S.OUTLIER_Z, min_cohort=S.MIN_COHORT):
             )
         ).alias("_m"),
     ).select("device_id", "fw_version", "_m.*")
-    m = m.filter(F.col("value").isNotNull() & ~F.isnan("value"))
+    # one shuffle, by release: the medians, the deviations and both joins stay within it
+    m = m.filter(F.col("value").isNotNull() & ~F.isnan("value")).repartition("fw_version")
     med = m.groupBy("fw_version", "metric").agg(
         F.percentile("value", 0.5).alias("cohort_median"), F.count(F.lit(1)).alias("cohort_devices")
     )
@@ -404,48 +575,11 @@ def outliers(health, z=S.OUTLIER_Z, min_cohort=S.MIN_COHORT):
     )
 
 
-def stats(deduped):
-    """The job's one pass over the deduplicated records before the tables (it also fills the cache):
-    per _problem, delivered records (`n`), kept records (`kept`) and the ts range (`ts_min`, `ts_max`)."""
-    return (
-        deduped.groupBy("_problem")
-        .agg(
-            F.sum("copies").alias("n"),
-            F.count(F.lit(1)).alias("kept"),
-            F.min("ts").alias("ts_min"),
-            F.max("ts").alias("ts_max"),
-        )
-        .collect()
-    )
-
-
-def build(classified, partitions=8, silent_after_s=S.SILENT_AFTER_S, min_cohort=S.MIN_COHORT, z=S.OUTLIER_Z):
-    """All tables as lazy DataFrames, the cached intermediates (to unpersist after) and the
-    rows of stats() (computed here: the newest ts and the first window are literals in the tables).
-
-    The records are shuffled once, by device_id (dedup); the windows, boots and device-hours are
-    grouped within those partitions and device_health joins them there, so only small
-    aggregates (per release, per cohort) move again."""
-    deduped = dedup(classified, partitions).persist(StorageLevel.MEMORY_AND_DISK)
-    rows = stats(deduped)
-    valid = [r for r in rows if r["_problem"] is None]
-    newest = valid[0]["ts_max"] if valid else None
-    first_window = None if not valid else valid[0]["ts_min"] - valid[0]["ts_min"] % (S.WINDOW_S * 1000)
-    clean = clean_records(deduped)
-    win = windows(clean).persist(StorageLevel.MEMORY_AND_DISK)
-    hours_fw = hours_by_release(clean).persist(StorageLevel.MEMORY_AND_DISK)
-    health = device_health(win, boots(clean), hours_fw, silent_after_s, first_window, newest).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
-    tables = {
-        "clean": clean.drop("window_ms", "hour_ms", "unexpected"),
-        "device_window": win.select(*WINDOW_COLUMNS),
-        "device_health": health,
-        "firmware_cohort": firmware_cohort(clean, win, hours_fw),
-        "outliers": outliers(health, z, min_cohort),
-    }
-    return (
-        tables,
-        {"deduped": deduped, "clean": clean, "win": win, "hours_fw": hours_fw, "health": health},
-        rows,
+def fleet_hourly(hw):
+    """Per UTC hour and window fw_version: mean coverage and loss over the windows, devices (for the
+    report)."""
+    return hw.groupBy("hour_ms", "fw_version").agg(
+        (F.sum("coverage_sum") / F.sum("windows")).alias("mean_coverage"),
+        (F.sum("loss_rate_sum") / F.sum("windows")).alias("mean_loss_rate"),
+        F.countDistinct("device_id").alias("devices"),
     )

@@ -1,12 +1,13 @@
 """report.html: the fleet's health for people. PNG plots (plots/*.png) and CSV copies of the
 small tables (csv/*.csv) sit beside it and are linked relatively, so the directory can be
-opened in a browser from disk or copied anywhere."""
+opened in a browser from disk or copied anywhere. Everything is rendered in memory and written
+where the tables are (storage.py), on whatever filesystem that is."""
 
 import datetime as dt
 import html
-import os
+import io
 
-from fleetwire.host.analytics import landing
+from fleetwire.host.analytics import landing, metrics, storage
 from fleetwire.host.analytics import schema as S
 
 WORST = 15
@@ -24,27 +25,16 @@ def _version_sort(versions):
     return sorted(versions, key=key)
 
 
-def collect(spark, out, cached):
-    """The small frames the report shows (pandas)."""
+def collect(spark, out, hw, hist):
+    """The small frames the report shows (pandas), from the written small tables and the hourly
+    partials (hour_windows, histogram)."""
     from pyspark.sql import functions as F
 
     d = {
-        n: spark.read.parquet(os.path.join(out, n)).toPandas()
+        n: spark.read.parquet(storage.join(out, n)).toPandas()
         for n in ("firmware_cohort", "outliers", "device_health")
     }
-    win = cached["win"]
-    d["fleet_hourly"] = (
-        win.groupBy(
-            "fw_version", (F.col("window_ms") - F.pmod("window_ms", F.lit(3600_000))).alias("hour_ms")
-        )
-        .agg(
-            F.avg("coverage").alias("mean_coverage"),
-            F.avg("loss_rate").alias("mean_loss_rate"),
-            F.countDistinct("device_id").alias("devices"),
-        )
-        .orderBy("hour_ms", "fw_version")
-        .toPandas()
-    )
+    d["fleet_hourly"] = metrics.fleet_hourly(hw).orderBy("hour_ms", "fw_version").toPandas()
     d["fleet_hourly"].insert(
         0,
         "hour",
@@ -53,24 +43,24 @@ def collect(spark, out, cached):
         ),
     )
     d["rssi_histogram"] = (
-        cached["clean"]
-        .filter(F.col("rssi").isNotNull())
-        .groupBy("fw_version", "rssi")
-        .count()
+        hist.filter(F.col("metric") == "rssi")
+        .groupBy("fw_version", "value")
+        .agg(F.sum("n").alias("count"))
+        .select("fw_version", F.col("value").cast("long").alias("rssi"), "count")
         .orderBy("fw_version", "rssi")
         .toPandas()
     )
     return d
 
 
-def plots(d, plot_dir):
+def plots(d):
+    """{name: (file name, PNG bytes)}"""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    os.makedirs(plot_dir, exist_ok=True)
     made = {}
     versions = _version_sort(d["firmware_cohort"]["fw_version"].tolist())
     colors = {v: plt.cm.tab10(i % 10) for i, v in enumerate(versions)}
@@ -90,7 +80,7 @@ def plots(d, plot_dir):
     a1.grid(alpha=0.3)
     a2.grid(alpha=0.3)
     fig.autofmt_xdate()
-    made["coverage_loss"] = _save(fig, plot_dir, "coverage_loss.png")
+    made["coverage_loss"] = _png(fig, "coverage_loss.png")
 
     c = d["firmware_cohort"].set_index("fw_version").loc[versions]
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -107,7 +97,7 @@ def plots(d, plot_dir):
         )
     ax.set_ylabel("crash-free hours %")
     ax.set_title("Crash-free device-hours by release")
-    made["crash_free"] = _save(fig, plot_dir, "crash_free.png")
+    made["crash_free"] = _png(fig, "crash_free.png")
 
     r = d["rssi_histogram"]
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -120,7 +110,7 @@ def plots(d, plot_dir):
     ax.set_title("RSSI distribution by firmware")
     ax.legend(title="firmware")
     ax.grid(alpha=0.3)
-    made["rssi"] = _save(fig, plot_dir, "rssi.png")
+    made["rssi"] = _png(fig, "rssi.png")
 
     w = worst_devices(d["device_health"])
     fig, axes = plt.subplots(1, 3, figsize=(13, 0.35 * max(len(w), 4) + 1.5), sharey=True)
@@ -137,7 +127,7 @@ def plots(d, plot_dir):
         ax.grid(alpha=0.3, axis="x")
     axes[0].invert_yaxis()
     fig.suptitle("Worst devices (fewest crash-free hours, then highest loss)")
-    made["worst_devices"] = _save(fig, plot_dir, "worst_devices.png")
+    made["worst_devices"] = _png(fig, "worst_devices.png")
     return made
 
 
@@ -147,28 +137,29 @@ def worst_devices(health, n=WORST):
     ).head(n)
 
 
-def _save(fig, plot_dir, name):
+def _png(fig, name):
     fig.tight_layout()
-    fig.savefig(os.path.join(plot_dir, name), dpi=90)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    return "plots/" + name
+    return name, buf.getvalue()
 
 
-def write(spark, out, cached, tables, quality):
-    """Write out/report.html, out/plots/*.png and out/csv/*.csv; returns the HTML path."""
-    d = collect(spark, out, cached)
-    csv_dir = os.path.join(out, "csv")
-    os.makedirs(csv_dir, exist_ok=True)
+def write(spark, store, out, hw, hist, quality):
+    """Write OUT/report.html, OUT/plots/*.png and OUT/csv/*.csv; returns the HTML's URI."""
+    d = collect(spark, out, hw, hist)
     csvs = {}
     for name in ("firmware_cohort", "outliers", "device_health", "fleet_hourly", "rssi_histogram"):
-        d[name].to_csv(os.path.join(csv_dir, name + ".csv"), index=False)
         csvs[name] = "csv/%s.csv" % name
-    pngs = plots(d, os.path.join(out, "plots"))
-    path = os.path.join(out, "report.html")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(render(d, pngs, csvs, quality))
+        store.write_text(storage.join(out, csvs[name]), d[name].to_csv(index=False))
+    pngs = {}
+    for key, (name, data) in plots(d).items():
+        pngs[key] = "plots/" + name
+        store.write_bytes(storage.join(out, pngs[key]), data)
+    path = storage.join(out, "report.html")
+    store.write_text(path, render(d, pngs, csvs, quality))
     return path
 
 

@@ -1,14 +1,22 @@
 """The SparkSession the job runs in: local[2] by default, any master on request, quiet logs,
-UTC, and the SQL semantics the metric definitions are written for."""
+UTC, the SQL semantics the metric definitions are written for, and the settings that depend on
+the cluster in hand (tune(): read splits and shuffle partitions from its cores and the input size)."""
 
+import math
 import os
+import time
 
 DEFAULT_MASTER = "local[2]"
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOG4J2 = os.path.join(HERE, "log4j2.properties")  # errors only; shipped with the package
 
 # Runtime SQL settings the job's definitions rely on; applied to any session it is given.
 JOB_SQL_CONF = {
     "spark.sql.session.timeZone": "UTC",  # dates and hours of ts are UTC
     "spark.sql.ansi.enabled": "false",  # empty groups give null, not an error
+    # a file that vanishes between listing and reading fails the read, and the job leaves it out
+    # and says so (job.read_records); never skipped without a word
+    "spark.sql.files.ignoreMissingFiles": "false",
 }
 
 
@@ -18,14 +26,30 @@ JOB_PERF_CONF = {
     # device-hours and device_health group and join within those partitions: keep the cached
     # plan's partitioning visible to the planner (else each of them shuffles the records again)
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false",
+    # joining two aggregates of the same (device_id, window_ms) groups, both partitioned by
+    # device_id alone, needs no shuffle; the default (true) re-shuffled both by both keys
+    "spark.sql.requireAllClusterKeysForCoPartition": "false",
     # the window aggregate (collect_list for the latency percentiles) stays a hash aggregate
     # instead of falling back to sorting every record after 128 windows
     "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "1000000",
-    # the `clean` table is written partitioned by date: one open writer per date in each task
-    # instead of sorting every record by date first
+    # `clean` and `device_window` are written partitioned by date and hour: one open writer per
+    # partition in each task instead of sorting every record by them first
     "spark.sql.optimizer.plannedWrite.enabled": "false",
     "spark.sql.maxConcurrentOutputFileWriters": "64",
+    # the job's one big shuffle has its partition count set (tune()); everything after it is small,
+    # where adaptive execution split each table's query into a job per shuffle (23 jobs where 9 do)
+    # and re-planned between them, and hid an uncached plan's partitioning behind the cache
+    "spark.sql.adaptive.enabled": "false",
+    # the joins are of aggregates already partitioned alike, or of small per-release tables: joined
+    # where they are, not collected to the driver and broadcast (a job each): 9 -> 6 jobs; at 10M
+    # records the phases after deduplication took 65 s instead of 71 s, tables identical
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.join.preferSortMergeJoin": "false",
 }
+
+# What one input record costs on disk, by format: the input's size -> records (partition sizing).
+BYTES_PER_RECORD = {"parquet": 30, "ndjson": 330}
+RECORDS_PER_TASK = 1_250_000  # deduplicated in one task's hash map: ~0.5 GB of a 4 GB driver at 8 tasks
 
 
 def under_spark_submit():
@@ -33,17 +57,11 @@ def under_spark_submit():
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-LOG4J2 = """rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex{3}
-"""
+def is_local(master):
+    return (master or "").startswith("local")
 
 
-def _quiet_local_jvm(local):
+def _quiet_jvm(local):
     """Before the driver JVM starts (plain python, not spark-submit): bind a local session to
     loopback only and keep Spark's start-up warnings off the console (errors still show)."""
     if under_spark_submit():
@@ -51,55 +69,41 @@ def _quiet_local_jvm(local):
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if "PYSPARK_SUBMIT_ARGS" not in os.environ:
-        import tempfile
-
-        path = os.path.join(tempfile.gettempdir(), "fleetwire-log4j2-%d.properties" % os.getuid())
-        with open(path, "w") as f:
-            f.write(LOG4J2)
         os.environ["PYSPARK_SUBMIT_ARGS"] = (
-            "--driver-java-options -Dlog4j2.configurationFile=file:%s pyspark-shell" % path
+            "--driver-java-options -Dlog4j2.configurationFile=file:%s pyspark-shell" % LOG4J2
         )
 
 
-def _cores(master):
-    import re
-
-    m = re.match(r"^local\[(\d+|\*)", master or "")
-    if m and m.group(1) != "*":
-        return int(m.group(1))
-    return os.cpu_count() or 2
-
-
 def build(master=None, app="fleetwire-report", shuffle_partitions=None, extra=None):
-    """A SparkSession. master=None: local[2], unless spark-submit already chose one."""
+    """A SparkSession. master=None: local[2], unless spark-submit already chose one. Settings that
+    must be fixed before the JVM starts are chosen here by the kind of master; those that depend on
+    the cluster's size are set by tune() once it is up."""
     from pyspark.sql import SparkSession
 
     if not master and not under_spark_submit():
         master = DEFAULT_MASTER
-    local = bool(master) and master.startswith("local")
-    _quiet_local_jvm(local)
+    local = is_local(master)
+    _quiet_jvm(local)
     b = SparkSession.builder.appName(app)
     if master:
         b = b.master(master)
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": str(shuffle_partitions or 8),
         "spark.driver.memory": "4g",
     }
+    if shuffle_partitions:
+        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     if local:  # nothing but loopback
         conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
-    conf.update(JOB_SQL_CONF)
-    conf.update(JOB_PERF_CONF)
-    if local:  # read splits: at least 4 per core, so that the cores finish the scan together
-        # (a 300 MB landing zone is otherwise 3 splits on 2 cores)
-        conf["spark.sql.files.minPartitionNum"] = str(4 * _cores(master))
         # on one machine the shuffle and the cache are CPU-bound, not disk- or network-bound:
         # compressing the records' one shuffle and the cached intermediates cost about a tenth
-        # of the job's time and CPU at 10M records (bench/spark_report.py --spark-conf) and saved nothing
+        # of the job's time and CPU at 10M records (bench/spark_report.py --spark-conf) and saved
+        # nothing. Between machines the shuffle crosses the network: Spark's default (lz4) stays.
         conf["spark.shuffle.compress"] = "false"
         conf["spark.shuffle.spill.compress"] = "false"
-        conf["spark.sql.inMemoryColumnarStorage.compressed"] = "false"
+    conf.update(JOB_SQL_CONF)
+    conf.update(JOB_PERF_CONF)
     conf.update(extra or {})
     for k, v in conf.items():
         b = b.config(k, v)
@@ -109,7 +113,7 @@ def build(master=None, app="fleetwire-report", shuffle_partitions=None, extra=No
 
 
 def prepare(spark):
-    """Apply the job's runtime SQL settings to a session it did not build."""
+    """Apply the job's runtime SQL settings to a session it may not have built."""
     for k, v in JOB_SQL_CONF.items():
         spark.conf.set(k, v)
     for k, v in JOB_PERF_CONF.items():
@@ -118,3 +122,49 @@ def prepare(spark):
         except Exception:  # noqa: BLE001 - a setting this Spark does not know: run without it
             pass
     return spark
+
+
+def executors(spark, wait_s=30.0, settle_s=2.0):
+    """(executors, cores) of the cluster. On a cluster, executors register after the session
+    starts: wait for the first (up to wait_s), then until their number has not changed for settle_s."""
+    sc = spark.sparkContext
+    if is_local(sc.master):
+        return 1, sc.defaultParallelism
+    status = sc._jsc.sc().getExecutorMemoryStatus  # block managers: the driver's and one per executor
+    t0 = time.time()
+    n, since = status().size() - 1, time.time()
+    while time.time() - t0 < wait_s:
+        time.sleep(0.2)
+        m = status().size() - 1
+        if m != n:
+            n, since = m, time.time()
+        elif n > 0 and time.time() - since >= settle_s:
+            break
+    return n, sc.defaultParallelism  # total executor cores (spark.default.parallelism if set)
+
+
+def tune(spark, input_bytes=0, fmt="parquet", partitions=None):
+    """Settings for this cluster and input, on any master: returns the number of partitions the
+    records are shuffled into. At least two tasks per core, and at most RECORDS_PER_TASK records
+    each; read splits: at least four per core, so that every core reads (a 300 MB landing zone is
+    otherwise 3 splits, and on a cluster as many as the 2 cores Spark assumes before executors
+    register). A partition count the user set (--conf spark.sql.shuffle.partitions, or
+    `partitions`) wins."""
+    n_exec, cores = executors(spark)
+    conf = spark.sparkContext.getConf()
+    if not partitions and conf.contains("spark.sql.shuffle.partitions"):
+        partitions = int(conf.get("spark.sql.shuffle.partitions"))
+    if not partitions:
+        records = input_bytes / BYTES_PER_RECORD.get(fmt, 100)
+        partitions = max(2 * cores, math.ceil(records / RECORDS_PER_TASK / cores) * cores)
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    if not conf.contains("spark.sql.files.minPartitionNum"):
+        spark.conf.set("spark.sql.files.minPartitionNum", str(4 * cores))
+    # the cached records: uncompressed on one machine (CPU is what is short), compressed in a
+    # cluster's executors (memory is, and the cache is what spills)
+    if not conf.contains("spark.sql.inMemoryColumnarStorage.compressed"):
+        spark.conf.set(
+            "spark.sql.inMemoryColumnarStorage.compressed",
+            "false" if is_local(spark.sparkContext.master) else "true",
+        )
+    return {"executors": n_exec, "cores": cores, "partitions": partitions}

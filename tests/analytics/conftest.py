@@ -1,6 +1,13 @@
-"""Fixtures for the Spark analytics tests: one local SparkSession for the whole session."""
+"""Fixtures for the Spark analytics tests: one local SparkSession for the whole session, and a real
+Spark standalone cluster (a master and two workers on loopback) for the tests that need one."""
+
+import os
+import subprocess
+import sys
 
 import pytest
+
+FW = [sys.executable, "-m", "fleetwire.tools.cli"]
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +23,29 @@ def spark():
     )
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone cluster from pyspark's own spark-class: a master and two workers (one core
+    each) on 127.0.0.1, each worker with its own work directory. Yields the master's URL."""
+    from fleetwire.host.analytics.standalone import Cluster
+
+    with Cluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, cores=1, memory="1g") as c:
+        yield c.url
+
+
+def report_cli(*args, cwd=None, timeout=600):
+    """`fleetwire report ARGS` as a user runs it (the driver on loopback)."""
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+    return subprocess.run(
+        FW + ["report"] + [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+    )
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""--incremental: the streaming file source with a checkpoint and trigger(availableNow=True)
-reads only files it has not seen, and every record counts exactly once."""
+"""--incremental: each run reads only the files it has not seen, every record counts exactly once,
+and a run that dies is finished by the next."""
 
 import pandas as pd
 import pytest
@@ -57,16 +57,164 @@ def test_each_run_reads_only_new_files_and_counts_each_record_once(run_job, flee
         assert R.differences(table(out, name), table(tmp_path / "batch", name), keys) == [], name
 
 
-def test_a_crashed_run_that_replays_a_batch_does_not_count_it_twice(run_job, fleet, tmp_path):
-    import shutil
+def test_a_run_that_dies_before_it_commits_is_finished_by_the_next_without_counting_twice(
+    run_job, fleet, tmp_path, monkeypatch
+):
+    from fleetwire.host.analytics import incremental
 
     first, _ = fleet
     landing, out = tmp_path / "landing", tmp_path / "out"
     generator.write_landing(first, str(landing))
+
+    def killed(self, snap):  # the tables are written; the process dies before the checkpoint says so
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(incremental.Checkpoint, "commit", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run_job(landing, out, incremental=True)
+    r, log = run_job(landing, out, incremental=True)
+    assert any("finishing run 1, which stopped before it committed" in line for line in log)
+    assert r.new_records == len(first)  # the same files, staged again ...
+    assert r.quality["valid_records"] == len(first)  # ... in place of the first attempt's
+    assert (
+        r.quality["clean_records"]
+        == len(table(out, "clean"))
+        == len(first.drop_duplicates(["device_id", "seq"]))
+    )
+    again, _ = run_job(landing, out, incremental=True)
+    assert (again.new_files, again.new_records) == (0, 0)
+
+
+def partitions(out):
+    """{(table, 'date=.../hour=...'): file names} of the tables partitioned by hour."""
+    found = {}
+    for name in ("clean", "device_window"):
+        for d in (out / name).glob("date=*/hour=*"):
+            found[(name, "%s/%s" % (d.parent.name, d.name))] = sorted(f.name for f in d.iterdir())
+    return found
+
+
+def ts_hours(records):
+    t = pd.to_datetime(records["ts"], unit="ms", utc=True)
+    return {"date=%s/hour=%d" % (x.strftime("%Y-%m-%d"), x.hour) for x in t}
+
+
+def same_tables(out, ref):
+    keys = {
+        "device_window": ["device_id", "window_start"],
+        "device_health": ["device_id"],
+        "firmware_cohort": ["fw_version"],
+        "outliers": ["device_id", "metric"],
+    }
+    for name, k in keys.items():
+        assert R.differences(table(out, name), table(ref, name), k) == [], name
+    cols = [c for c in table(ref, "clean").columns if c not in ("date", "hour")]
+    a, b = (
+        table(o, "clean")[cols].sort_values(["device_id", "seq"]).reset_index(drop=True) for o in (out, ref)
+    )
+    assert a.equals(b), "clean"
+
+
+@pytest.fixture(scope="module")
+def month(spark, tmp_path_factory):
+    """Thirty days of a small fleet run incrementally, then one hour more; and a batch run over all."""
+    from fleetwire.host.analytics import job
+
+    base = tmp_path_factory.mktemp("month")
+    df = generator.generate(devices=3, hours=30 * 24 + 1, seed=13)
+    cut = generator.parse_time(generator.DEFAULT_START) + 30 * 24 * 3600_000
+    old, new = df[df.rx_ts < cut], df[df.rx_ts >= cut]
+
+    def run(out, **kw):
+        return job.run(
+            spark,
+            job.Config(input=str(base / "landing"), out=str(out), report=False, log=lambda m: None, **kw),
+        )
+
+    generator.write_landing(old, str(base / "landing"))
+    first = run(base / "out", incremental=True)
+    before = partitions(base / "out")
+    generator.write_landing(new, str(base / "landing"))
+    second = run(base / "out", incremental=True)
+    after = partitions(base / "out")
+    run(base / "batch")
+    return base, old, new, first, second, before, after
+
+
+def test_thirty_days_then_one_hour_more_equal_a_batch_run_over_everything(month):
+    base, old, new, first, second, _, _ = month
+    assert first.new_files == 30 * 24 and second.new_files == 1
+    assert second.new_records == len(new)
+    same_tables(base / "out", base / "batch")
+
+
+def test_the_hour_more_rewrote_only_the_partitions_of_its_records(month):
+    base, old, new, _, second, before, after = month
+    changed = {k for k in after if before.get(k) != after[k]}
+    assert changed == {(t, h) for t in ("clean", "device_window") for h in ts_hours(new)}
+    assert len(before) == 2 * len(ts_hours(old))  # nothing else was added or dropped
+    assert set(before) - set(after) == set()
+
+
+def test_a_run_with_nothing_new_starts_no_spark_job(month, spark):
+    from fleetwire.host.analytics import job
+
+    base = month[0]
+    tracker = spark.sparkContext.statusTracker()
+    jobs = len(tracker.getJobIdsForGroup(None))
+    r = job.run(
+        spark,
+        job.Config(
+            input=str(base / "landing"),
+            out=str(base / "out"),
+            incremental=True,
+            report=False,
+            log=lambda m: None,
+        ),
+    )
+    assert (r.new_files, r.new_records) == (0, 0)
+    assert len(tracker.getJobIdsForGroup(None)) == jobs
+    assert r.quality["clean_records"] == month[4].quality["clean_records"]
+
+
+def test_a_late_file_recomputes_its_hours_and_the_windows_that_chain_to_them(run_job, tmp_path):
+    df = generator.generate(devices=12, hours=4, seed=17)
+    t0 = generator.parse_time(generator.DEFAULT_START)
+    late = df[(df.rx_ts >= t0 + 3600_000) & (df.rx_ts < t0 + 2 * 3600_000)]
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    generator.write_landing(df.drop(late.index), str(landing))
     run_job(landing, out, incremental=True)
-    # as if the process died after staging batch 0 but before committing it to the checkpoint
-    shutil.rmtree(out / "_checkpoint" / "commits")
+    before = partitions(out)
+    generator.write_landing(late, str(landing))  # hour 01's file lands last
     r, _ = run_job(landing, out, incremental=True)
-    assert r.new_records == len(first)  # batch 0 ran again ...
-    assert r.quality["valid_records"] == len(first)  # ... and replaced what it had staged
-    assert len(table(out, "clean")) == len(first.drop_duplicates(["device_id", "seq"]))
+    after = partitions(out)
+    changed = {k for k in after if before.get(k) != after[k]}
+    own = ts_hours(late)
+    assert {h for t, h in changed if t == "clean"} == own
+    following = {"date=2026-01-05/hour=%d" % (max(int(h.split("=")[-1]) for h in own) + 1)}
+    assert {h for t, h in changed if t == "device_window"} == own | following
+    run_job(landing, tmp_path / "batch")
+    same_tables(out, tmp_path / "batch")
+
+
+def test_a_landing_zone_moved_elsewhere_keeps_its_files_seen(month, spark, tmp_path):
+    """The checkpoint knows a file by its name under the landing zone, not by its absolute URI: the
+    zone copied to another directory, and named there by a file:// URI, has nothing new."""
+    import shutil
+    from fleetwire.host.analytics import job
+
+    base = month[0]
+    moved = tmp_path / "moved"
+    shutil.copytree(base / "landing", moved)
+    r = job.run(
+        spark,
+        job.Config(
+            input="file://%s" % moved,
+            out=str(base / "out"),
+            incremental=True,
+            report=False,
+            log=lambda m: None,
+        ),
+    )
+    assert (r.new_files, r.new_records) == (0, 0)

@@ -1,0 +1,455 @@
+"""The incremental run: read only the files not seen before, and recompute only the hours they touch.
+
+A run (number N) goes through three steps, each safe to repeat if the process dies:
+  1. note the new files (CHECKPOINT/pending-N.json) and stage their usable records as Parquet,
+     partitioned by the date and hour of ts (OUT/_staging/run=N/date=D/hour=H; a repeated run
+     deletes and rewrites its own staging);
+  2. recompute what those hours change, from the staged records (so a repeat computes the same):
+       clean          the touched hours' partitions, from every run's staged records of those hours
+                      (and of any hour whose seq range overlaps theirs on a device: copies meet there)
+       device_window  the touched hours' partitions, plus any hour whose windows chain to them
+                      (a device's windows link by min_seq: an untouched hour right after a touched
+                      one, or one whose seq range overlaps it, is recomputed too)
+       hourly partials  (metrics.hour_windows, hour_records, histogram) for those hours, kept in
+                      OUT/_state/run=N/date=D (one dataset, `kind` tells them apart); device_health,
+                      firmware_cohort, outliers, the report and quality.json are merged from them
+                      (small: a few rows per device and hour)
+  3. commit: CHECKPOINT/state-N.json (files seen, counts, which run holds each date's partials).
+A run that finds no new file changes nothing but quality.json's new_files/new_records, and starts
+no Spark job.
+"""
+
+import json
+
+from pyspark.sql import functions as F
+
+from pyspark.sql import Window
+
+from fleetwire.host.analytics import job, landing, metrics, session, storage
+from fleetwire.host.analytics import schema as S
+
+VERSION = 1
+
+
+class Checkpoint:
+    """The incremental run's own files: committed snapshots and the run in progress."""
+
+    def __init__(self, store, root):
+        self.store, self.root = store, root
+
+    def _runs(self, prefix):
+        out = []
+        for name in self.store.listdir(self.root):
+            if name.startswith(prefix) and name.endswith(".json"):
+                try:
+                    out.append(int(name[len(prefix) : -len(".json")]))
+                except ValueError:
+                    pass
+        return sorted(out)
+
+    def load(self):
+        runs = self._runs("state-")
+        if not runs:
+            return empty_snapshot()
+        return json.loads(self.store.read_text(storage.join(self.root, "state-%d.json" % runs[-1])))
+
+    def pending(self, n):
+        for m in self._runs("pending-"):
+            if m < n:  # committed after all: the note is stale
+                self.store.delete(storage.join(self.root, "pending-%d.json" % m))
+        path = storage.join(self.root, "pending-%d.json" % n)
+        return json.loads(self.store.read_text(path)) if self.store.exists(path) else None
+
+    def write_pending(self, n, note):
+        self.store.write_text(storage.join(self.root, "pending-%d.json" % n), json.dumps(note))
+
+    def commit(self, snap):
+        n = snap["run"]
+        self.store.write_text(storage.join(self.root, "state-%d.json" % n), json.dumps(snap))
+        self.store.delete(storage.join(self.root, "pending-%d.json" % n))
+        for m in self._runs("state-"):
+            if m < n:
+                self.store.delete(storage.join(self.root, "state-%d.json" % m))
+
+
+def empty_snapshot():
+    return {
+        "version": VERSION,
+        "run": 0,
+        "seen": {},
+        "counts": {},
+        "files": 0,
+        "hours": {},
+        "kept": {},
+        "state": {},
+        "ts_min": None,
+        "ts_max": None,
+        "format": None,
+        "since_ms": None,
+        "quality": None,
+    }
+
+
+def _rel(root, uri):
+    """uri relative to the landing zone's root: the name the checkpoint knows a file by (so that the
+    zone, moved or named by another URI of the same place, still has its files seen)."""
+    if storage.is_local(root) and storage.is_local(uri):  # file:/x, file:///x and /x are one place
+        root, uri = storage.local_path(root), storage.local_path(uri)
+    base = root.rstrip("/") + "/"
+    return uri[len(base) :] if uri.startswith(base) else uri
+
+
+def _abs(root, rel):
+    """The URI of a file the checkpoint names relative to the landing zone (as the listing gives it:
+    file:///x for a local zone)."""
+    if storage.scheme(rel) is not None or rel.startswith("/"):
+        return rel
+    if storage.is_local(root):
+        return "file://" + storage.join(storage.local_path(root), rel)
+    return storage.join(root, rel)
+
+
+def _day(hour_ms):
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(int(hour_ms) // 1000, dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def _hour_dir(hour_ms):
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(int(hour_ms) // 1000, dt.timezone.utc).strftime("date=%Y-%m-%d/hour=%-H")
+
+
+def run(spark, store, cfg, p):
+    ck = Checkpoint(store, p.checkpoint)
+    snap = ck.load()
+    for key, value in (("format", cfg.fmt), ("since_ms", cfg.since_ms)):
+        if snap[key] is not None and snap[key] != value and snap["run"]:
+            raise landing.InputError(
+                "the checkpoint %s was made with %s %s, not %s: use another --out/--checkpoint "
+                "for a different input"
+                % (p.checkpoint, "--format" if key == "format" else "--since", snap[key], value)
+            )
+    n = snap["run"] + 1
+    staging = storage.join(p.out, "_staging")
+    note = ck.pending(n)
+    unreadable = []
+    if note is None:
+        files, unreadable, _ = job.scan(store, cfg, p, cfg.since_ms)
+        new = [f for f in files if _rel(p.input, f) not in snap["seen"]]
+        if not new:
+            return nothing_new(store, cfg, p, snap, unreadable)
+        note = {"files": [_rel(p.input, f) for f in new]}
+        ck.write_pending(n, note)
+    else:
+        cfg.log("incremental: finishing run %d, which stopped before it committed" % n)
+    if "hours" not in note:
+        note.update(stage(spark, store, cfg, p, n, note["files"], staging))
+        ck.write_pending(n, note)
+    cfg.log(
+        "incremental: %d new files, %d new usable records" % (len(note["read"]), note["counts"].get("", 0))
+    )
+
+    hours = snap["hours"]
+    for h in note["hours"]:
+        hours.setdefault(str(h), [])
+        if n not in hours[str(h)]:
+            hours[str(h)].append(n)
+    counts = dict(snap["counts"])
+    for k, v in note["counts"].items():
+        counts[k] = counts.get(k, 0) + v
+    snap.update(
+        run=n, counts=counts, files=snap["files"] + len(note["read"]), format=cfg.fmt, since_ms=cfg.since_ms
+    )
+    for f in note["read"]:
+        snap["seen"][f] = 1
+    if note["ts_min"] is not None:
+        snap["ts_min"] = note["ts_min"] if snap["ts_min"] is None else min(snap["ts_min"], note["ts_min"])
+        snap["ts_max"] = note["ts_max"] if snap["ts_max"] is None else max(snap["ts_max"], note["ts_max"])
+
+    q = landing.summarize(
+        {(None if k == "" else k): v for k, v in counts.items()}, snap["files"], unreadable, note["vanished"]
+    )
+    if q["valid_records"] == 0:
+        raise landing.InputError(
+            "no usable records in %s: %s"
+            % (cfg.input, "; ".join(line.strip() for line in landing.describe(q)))
+        )
+    rewritten, report_path = set(), None
+    if note["hours"]:
+        rewritten, report_path = derive(spark, store, cfg, p, snap, n, note["hours"], staging, q)
+    else:  # nothing usable in the new files: tables as they were
+        q["clean_records"] = int(sum(snap["kept"].values()))
+        q["duplicates"] = q["valid_records"] - q["clean_records"]
+    q["new_files"], q["new_records"] = len(note["read"]), note["counts"].get("", 0)
+    store.write_text(storage.join(p.out, "quality.json"), json.dumps(q, indent=2, sort_keys=True))
+    snap["quality"] = q
+    ck.commit(snap)
+    cleanup(store, p, snap)
+    for line in landing.describe(q):
+        cfg.log(line)
+    return job.Result(
+        p.out,
+        {t: p.table(t) for t in S.TABLES},
+        q,
+        0.0,
+        report_path,
+        new_records=q["new_records"],
+        new_files=q["new_files"],
+        hours=sorted(rewritten),
+    )
+
+
+def nothing_new(store, cfg, p, snap, unreadable):
+    cfg.log("incremental: 0 new files, 0 new usable records")
+    path = storage.join(p.out, "quality.json")
+    q = dict(snap["quality"])
+    q["new_files"], q["new_records"] = 0, 0
+    q["unreadable_files"] = [{"path": f, "reason": r} for f, r in unreadable]
+    q["vanished_files"] = []
+    store.write_text(path, json.dumps(q, indent=2, sort_keys=True))
+    return job.Result(
+        p.out, {t: p.table(t) for t in S.TABLES}, q, 0.0, None, new_records=0, new_files=0, hours=[]
+    )
+
+
+def stage(spark, store, cfg, p, n, rel_files, staging):
+    """Read the new files once: count their records by problem and stage the usable ones."""
+    target = storage.join(staging, "run=%d" % n)
+    store.delete(target)
+    job.phase(spark, "stage new files")
+    files = [_abs(p.input, f) for f in rel_files]
+    shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
+
+    def action(classified):
+        c = metrics.with_time_columns(classified).persist(job.CACHE)
+        try:
+            rows = (
+                c.groupBy("_problem", "hour_ms")
+                .agg(F.count(F.lit(1)).alias("n"), F.min("ts").alias("lo"), F.max("ts").alias("hi"))
+                .collect()
+            )
+            valid = c.filter(F.col("_problem").isNull()).select(*S.FIELD_NAMES, "date", "hour")
+            job.write(valid.repartition(max(1, shape["cores"]), "date", "hour"), target, ("date", "hour"))
+        finally:
+            c.unpersist()
+        return rows
+
+    rows, read, vanished = job.read_records(spark, store, files, cfg, action)
+    counts, hours = {}, set()
+    lo = hi = None
+    for r in rows:
+        k = r["_problem"] or ""
+        counts[k] = counts.get(k, 0) + r["n"]
+        if r["_problem"] is None:
+            hours.add(int(r["hour_ms"]))
+            lo = r["lo"] if lo is None else min(lo, r["lo"])
+            hi = r["hi"] if hi is None else max(hi, r["hi"])
+    return {
+        "read": [_rel(p.input, f) for f in read],
+        "vanished": vanished,
+        "counts": counts,
+        "hours": sorted(hours),
+        "ts_min": lo,
+        "ts_max": hi,
+    }
+
+
+def _read_state(spark, p, snap):
+    """The hourly partials as the last commit left them (None before the first)."""
+    paths = [
+        storage.join(p.out, "_state", "run=%d" % r, "date=" + d) for d, r in sorted(snap["state"].items())
+    ]
+    return spark.read.parquet(*paths) if paths else None
+
+
+def _staged(spark, snap, staging, hours):
+    paths = [
+        storage.join(staging, "run=%d" % r, _hour_dir(h))
+        for h in sorted(hours)
+        for r in snap["hours"][str(h)]
+    ]
+    return spark.read.schema(S.spark_schema(with_corrupt=False)).parquet(*paths)
+
+
+def derive(spark, store, cfg, p, snap, n, touched, staging, q):
+    """Recompute what the touched hours change and merge the tables from the hourly partials.
+    Returns (hours whose device_window partitions were rewritten, report URI)."""
+    cached = []
+    try:
+        shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
+        job.phase(spark, "hours to recompute")
+        old = _read_state(spark, p, snap)
+        links = None
+        redo, follow = set(touched), set()
+        if old is not None:
+            old = old.persist(job.CACHE)
+            cached.append(old)
+            links = (
+                old.filter(F.col("kind") == "window")
+                .groupBy("device_id", "hour_ms")
+                .agg(
+                    F.min("min_seq").alias("first"),
+                    F.max("max_seq").alias("last"),
+                    F.max("last_min_seq").alias("min_seq"),
+                    F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
+                )
+                .persist(job.CACHE)
+            )
+            cached.append(links)
+            mine = (
+                _staged(spark, snap, staging, touched)
+                .withColumn("hour_ms", F.col("ts") - F.pmod("ts", F.lit(metrics.HOUR_MS)))
+                .groupBy("device_id", "hour_ms")
+                .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
+            )
+            redo, follow = related(links, mine, touched)
+
+        # clean: every hour to recompute, from every run's staged records of it (deliveries of one
+        # (device_id, seq) in different hours meet here: their hours' seq ranges overlap)
+        job.phase(spark, "clean (recomputed hours)")
+        staged = _staged(spark, snap, staging, redo)
+        cand, rows = job.deduplicate(
+            staged.withColumn("_problem", F.lit(None).cast("string")), shape["partitions"], per_hour=True
+        )
+        cached.append(cand)
+        for h in redo:
+            snap["kept"][str(h)] = 0
+        for r in rows:
+            snap["kept"][str(r["hour_ms"])] = r["kept"]
+        q["clean_records"] = int(sum(snap["kept"].values()))
+        q["duplicates"] = q["valid_records"] - q["clean_records"]
+        k = job.writers(sum(r["kept"] for r in rows), len(redo), shape)
+        clean = metrics.clean_records(cand)
+        job.write(
+            clean.select(*metrics.CLEAN_COLUMNS), p.table("clean"), ("date", "hour"), files=k, dynamic=True
+        )
+
+        # device_window: those hours and the ones whose first windows chain to them
+        job.phase(spark, "device_window (recomputed hours)")
+        windows = redo | follow
+        clean_w = clean
+        if follow:
+            kept = spark.read.parquet(*[storage.join(p.table("clean"), _hour_dir(h)) for h in sorted(follow)])
+            kept = metrics.clean_records(kept.withColumn("_problem", F.lit(None).cast("string")))
+            clean_w = clean.unionByName(kept.select(*clean.columns))
+        before = None if links is None else links.filter(~F.col("hour_ms").isin(*sorted(windows)))
+        win = metrics.link(metrics.windows(clean_w), before).persist(job.CACHE)
+        cached.append(win)
+        job.write(
+            win.select(*metrics.WINDOW_COLUMNS),
+            p.table("device_window"),
+            ("date", "hour"),
+            files=k,
+            dynamic=True,
+        )
+
+        # the hourly partials: the recomputed hours' rows in place of theirs, one dataset per date
+        job.phase(spark, "hourly partials")
+        fresh = {
+            "window": (metrics.hour_windows(win), windows),
+            "record": (metrics.hour_records(clean), redo),
+            "histogram": (metrics.histogram(clean, by_hour=True), redo),
+        }
+        parts, merged = [], {}
+        for kind, (rows_new, hrs) in fresh.items():
+            m = rows_new
+            if old is not None:
+                m = (
+                    old.filter((F.col("kind") == kind) & ~F.col("hour_ms").isin(*sorted(hrs)))
+                    .select(*rows_new.columns)
+                    .unionByName(rows_new)
+                )
+            merged[kind] = m
+            parts.append(m.withColumn("kind", F.lit(kind)))
+        state = (
+            parts[0]
+            .unionByName(parts[1], allowMissingColumns=True)
+            .unionByName(parts[2], allowMissingColumns=True)
+        )
+        days = sorted({_day(h) for h in windows})
+        state = state.withColumn("date", F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd"))
+        job.write(
+            state.filter(F.col("date").isin(*days)),
+            storage.join(p.out, "_state", "run=%d" % n),
+            ("date",),
+            single=True,
+        )
+        for d in days:
+            snap["state"][d] = n
+        first_hour = snap["ts_min"] - snap["ts_min"] % metrics.HOUR_MS
+        report_path = job.finish(
+            spark,
+            store,
+            cfg,
+            p,
+            merged["window"],
+            merged["record"],
+            merged["histogram"],
+            q,
+            snap["ts_max"],
+            first_hour,
+        )
+        return windows, report_path
+    finally:
+        for df in cached:
+            df.unpersist()
+
+
+def related(links, mine, touched):
+    """(hours to recompute with the touched ones, hours whose windows only need relinking).
+    `mine`: the touched hours' seq ranges per device (all their staged records). One that overlaps
+    another hour's on the same device means deliveries that may be copies of each other, or windows
+    that interleave (a clock that went back, a seq counter that restarted): those hours are
+    recomputed together, until no more overlap. Then each device's first hour after a run of
+    recomputed hours is relinked (its first window chains to a recomputed one). One small query,
+    repeated only for overlaps."""
+    hours, ours = set(touched), mine
+    while True:
+        rest = links.filter(~F.col("hour_ms").isin(*sorted(hours))).select(*ours.columns)
+        a, b = ours.alias("a"), rest.alias("b")
+        overlap = a.join(
+            b,
+            (F.col("a.device_id") == F.col("b.device_id"))
+            & (F.col("a.first") <= F.col("b.last"))
+            & (F.col("b.first") <= F.col("a.last")),
+        ).select(F.col("b.hour_ms").alias("hour_ms"), F.lit(True).alias("overlap"))
+        both = rest.withColumn("_ours", F.lit(False)).unionByName(ours.withColumn("_ours", F.lit(True)))
+        after = (
+            both.withColumn("_prev", F.lag("_ours").over(Window.partitionBy("device_id").orderBy("first")))
+            .filter(~F.col("_ours") & F.col("_prev"))
+            .select("hour_ms", F.lit(False).alias("overlap"))
+        )
+        found = overlap.unionByName(after).distinct().collect()
+        more = {r["hour_ms"] for r in found if r["overlap"]} - hours
+        if not more:
+            return hours, {r["hour_ms"] for r in found} - hours
+        hours |= more
+        ours = ours.unionByName(links.filter(F.col("hour_ms").isin(*sorted(more))).select(*ours.columns))
+
+
+def cleanup(store, p, snap):
+    """After the commit: the state written by earlier runs for dates a later run has rewritten."""
+    live = set(snap["state"].values())
+    base = storage.join(p.out, "_state")
+    for d in store.listdir(base):
+        if not d.startswith("run="):
+            continue
+        r = int(d[4:])
+        if r not in live:
+            store.delete(storage.join(base, d))
+            continue
+        for day in store.listdir(storage.join(base, d)):
+            if day.startswith("date=") and snap["state"].get(day[5:]) != r:
+                store.delete(storage.join(base, d, day))
+
+
+def reset(store, out, checkpoint=None):
+    """Forget what the incremental mode has seen (the next run reads everything again)."""
+    for path in (
+        checkpoint or storage.join(out, "_checkpoint"),
+        storage.join(out, "_staging"),
+        storage.join(out, "_state"),
+    ):
+        store.delete(path)
