@@ -20,7 +20,8 @@ and release size (16 KB to 256 KB of one file):
 - smallest heap: the least -X heapsize in which connect + the whole update succeed (bisected
   by 1 KB), next to the least for connect alone.
 None of them may grow with the release's size: the update is bounded by the chunk.
-BINARY: a 32-bit unix port (object sizes as on an ESP32), e.g. /work/mpbuild/plain32/micropython.
+BINARY: a 32-bit unix port (object sizes as on an ESP32), e.g. BUILD/plain32/build/micropython as
+bench/heap.py --build-dir BUILD leaves it (a plain port: only its own modules frozen).
 """
 
 import argparse
@@ -148,7 +149,7 @@ def fmt(v):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--micropython32", help="a 32-bit unix port (e.g. /work/mpbuild/plain32/micropython)")
+    ap.add_argument("--micropython32", help="a 32-bit unix port (see BINARY above)")
     ap.add_argument("--heap", default="256K", help="-X heapsize (default %(default)s)")
     ap.add_argument("--chunks", default=",".join(map(str, CHUNKS)))
     ap.add_argument("--sizes", default=",".join(str(s // 1024) for s in SIZES), help="KB")
