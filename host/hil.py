@@ -243,19 +243,25 @@ def hil_broker(request):
 
 @pytest.fixture
 def hil_board(request, tmp_path, hil_ca):
+    yield from board(request, tmp_path, hil_ca, request.config.getoption("--board-heap"))
+
+
+def board(request, tmp_path, ca, heap, **vboard):
+    """A fixture's Board: the real one of --board, else a virtual board with this heap (and
+    VirtualBoard's other options), stopped afterwards."""
     port = request.config.getoption("--board")
     if port:
-        b = Board(port, ca=hil_ca)
+        b = Board(port, ca=ca)
         yield b
         b.close()
         return
     from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
 
-    vb = VirtualBoard(str(tmp_path / "vboard"), heap=request.config.getoption("--board-heap")).start()
+    vb = VirtualBoard(str(tmp_path / "vboard"), heap=heap, **vboard).start()
     b = None
     try:
         assert wait_for_prompt(vb.port), "the virtual board gave no prompt"
-        b = Board(vb.port, vb, ca=hil_ca)
+        b = Board(vb.port, vb, ca=ca)
         yield b
     finally:
         if b is not None:

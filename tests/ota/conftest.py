@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from fleetwire.host.hil import device_config, wait
+from fleetwire.host.hil import board, device_config, wait
 from fleetwire.host.release import Release, bundle
 
 _ids = itertools.count(1)
@@ -128,26 +128,7 @@ OTA_HEAP = "192K"
 
 @pytest.fixture
 def ota_hil_board(request, tmp_path, hil_ca):
-    from fleetwire.host.hil import Board
-
-    port = request.config.getoption("--board")
-    if port:
-        b = Board(port, ca=hil_ca)
-        yield b
-        b.close()
-        return
-    from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
-
-    vb = VirtualBoard(str(tmp_path / "vboard"), heap=OTA_HEAP, ota=True).start()
-    b = None
-    try:
-        assert wait_for_prompt(vb.port), "the virtual board gave no prompt"
-        b = Board(vb.port, vb, ca=hil_ca)
-        yield b
-    finally:
-        if b is not None:
-            b.close()
-        vb.stop()
+    yield from board(request, tmp_path, hil_ca, OTA_HEAP, ota=True)
 
 
 @pytest.fixture
