@@ -209,13 +209,11 @@ class AsyncClient(Session):
                     self.eof = True
                     raise OSError(104, say(_CLOSED))
                 self.received(n, ticks_ms())
-                # The acks go out; then the packets already read that waited for room for
-                # theirs (backpressure: nothing more is read until they are all taken).
-                k = -1
-                while k != self._handled:
-                    k = self._handled
+                await self._flush()
+                # then the packets already read that waited for room for their acks
+                # (backpressure: nothing more is read until they are all taken)
+                while self.received(0, ticks_ms()):
                     await self._flush()
-                    self.received(0, ticks_ms())
         except asyncio.CancelledError:
             raise
         except Exception as e:

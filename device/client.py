@@ -220,11 +220,8 @@ class MQTTClient(Session):
             if self.state == DISCONNECTED:
                 return  # DISCONNECT is out: the broker closes, nothing more to read
             room = self.room()
-            if room:
-                n = self._handled
-                self.received(0, now)  # packets that waited for room for their acks
-                if n != self._handled:
-                    timeout_ms = 0  # those are this call's news: no waiting for more
+            if room and self.received(0, now):  # packets that waited for room for their acks
+                timeout_ms = 0  # are this call's news: no waiting for more
             if timeout_ms > wait:
                 timeout_ms = wait
             # no room for another packet's ack: wait only until the acks can be written

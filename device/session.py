@@ -412,16 +412,18 @@ class Session:
 
     def received(self, n, now):
         """n bytes were read into rx(): act on every whole packet while room() holds
-        (received(0, now) goes on after the acks were written)."""
+        (received(0, now) goes on with those held back, once the acks were written) -> how
+        many packets were handled."""
         if n:
             self._re += n
             self.last_in = now
         b = self._rb
+        k = 0
         while self.room():
             p = self._rp
             e = self._re
             if e - p < 2:
-                return
+                break
             try:
                 x = wire.frame(b, p, e, len(b))
             except CodecError as err:
@@ -429,11 +431,13 @@ class Session:
             i = p + (x & 7)
             n = x >> 3
             if x < 0 or i + n > e:
-                return
+                break
+            k += 1
             self._rp = i + n  # before acting: a callback may run the loop again
             self._handled += 1  # wait_msg() and check_msg() tell by these
             self._op = b[p]
             self._handle(b[p], i, n)
+        return k
 
     def receive(self, data, now):
         """Take received bytes, any amount (rx() and received() take them without a copy).
