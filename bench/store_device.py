@@ -13,6 +13,8 @@ from fleetwire.ringstore import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.codec import wire
 
+PUBACK = 4  # packet type
+
 kind, payload, outstanding, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 BLOCKS = 64  # a 256 KB partition of 4 KB blocks
 flash = NorFlash(BLOCKS)
@@ -69,7 +71,7 @@ for i in range(warm + n):
     k = s.pack(0)
     pids.append(s._pid[s._infl_tail])
     if len(pids) >= outstanding:
-        wire.pack_ack(ackb, wire.PUBACK, pids.pop(0))
+        wire.pack_ack(ackb, PUBACK, pids.pop(0))
         s.receive(ackb, 0)
 dt = time.ticks_diff(time.ticks_us(), t0)
 alloc = gc.mem_alloc() - a0

@@ -12,7 +12,8 @@ except ImportError:
     from .cpython import const, ticks_ms, ticks_diff
 
 from .session import Session, CONNECTING, CONNECTED, DISCONNECTED
-from .errors import MQTTException, Timeout, NotConnected, SubscribeRefused, say
+from . import errors
+from .errors import MQTTException, say
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _CLOSED = const(14)
@@ -65,7 +66,7 @@ class AsyncClient(Session):
         with wait=False at once (on_delivered(pid) tells, and while a reconnect is under
         way the message waits in the queue or the store)."""
         if self.state != CONNECTED and self._retry_task is None:
-            raise self._fatal or NotConnected(say(_NOT_CONN))
+            raise self._fatal or errors.NotConnected(say(_NOT_CONN))
         if type(msg) is not bytes:
             msg = msg.encode() if isinstance(msg, str) else bytes(msg)
         pid = Session.publish(self, topic, msg, qos, retain)
@@ -84,7 +85,7 @@ class AsyncClient(Session):
             raise
         rc = self.sub_result(pid)
         if rc & 0x80:
-            raise SubscribeRefused(say(_SUB_REFUSE, topic))
+            raise errors.SubscribeRefused(say(_SUB_REFUSE, topic))
         return rc
 
     async def unsubscribe(self, topic):
@@ -134,7 +135,7 @@ class AsyncClient(Session):
                     await self._open()
                     if self.state == CONNECTED:
                         return
-                    why = self._error or NotConnected(say(_NOT_CONN))  # lost before CONNACK
+                    why = self._error or errors.NotConnected(say(_NOT_CONN))  # lost before CONNACK
                 except Exception as e:
                     why = e
                 if self._next < 0:  # lost() was not asked yet (say, the TCP connect failed)
@@ -160,10 +161,10 @@ class AsyncClient(Session):
             if (strict or self._retry_task is None) and (
                 self._error is not None or self.state == DISCONNECTED
             ):
-                raise self._error or NotConnected(say(_NOT_CONN))
+                raise self._error or errors.NotConnected(say(_NOT_CONN))
             left = self.timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
-                raise Timeout(say(_TIMEOUT, self.timeout_ms))
+                raise errors.Timeout(say(_TIMEOUT, self.timeout_ms))
             try:
                 await asyncio.wait_for(self._ev.wait(), left / 1000)
             except asyncio.TimeoutError:
@@ -186,7 +187,10 @@ class AsyncClient(Session):
             if not n:
                 return
             while n:
-                w.write(bytes(self.tx[:n]))
+                t = self.tail  # a long message's payload, after its head in tx
+                w.write(bytes(self.tx[: n - len(t) if t else n]))
+                if t:
+                    w.write(t)
                 self.last_out = ticks_ms()
                 n = self.pack(ticks_ms())
             await w.drain()

@@ -12,7 +12,8 @@ except ImportError:
     from .cpython import const, ticks_ms, ticks_diff, ticks_add, sleep_ms
 
 from .session import Session, CONNECTING, CONNECTED, DISCONNECTED
-from .errors import MQTTException, Timeout, NotConnected, SubscribeRefused, say
+from . import errors
+from .errors import MQTTException, say
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _CLOSED = const(14)
@@ -100,7 +101,7 @@ class MQTTClient(Session):
             # str as UTF-8; a bytearray or memoryview is copied: a caller may reuse its buffer
             msg = msg.encode() if isinstance(msg, str) else bytes(msg)
         if block and self.state != CONNECTED and not self.reconnect:
-            raise NotConnected(say(_NOT_CONN))
+            raise errors.NotConnected(say(_NOT_CONN))
         if not qos and self.sock and self._txo >= self._txn:
             # nothing queued or due ahead of it: written now, past the queue (a sensor loop's
             # usual case; this path costs no more than umqtt.simple's publish)
@@ -109,7 +110,8 @@ class MQTTClient(Session):
                 self._txo = 0
                 self._txn = n
                 try:
-                    self._txo = self._send(self.tx, 0, n) or 0
+                    while self._txo < n and self._out():
+                        pass
                 except OSError as e:
                     self._failed(e)  # lost with the link, as a QoS 0 message may be
                     return 0
@@ -141,7 +143,7 @@ class MQTTClient(Session):
             raise
         rc = self.sub_result(pid)
         if rc & 0x80:
-            raise SubscribeRefused(say(_SUB_REFUSE, topic))
+            raise errors.SubscribeRefused(say(_SUB_REFUSE, topic))
         return rc
 
     def unsubscribe(self, topic):
@@ -212,7 +214,7 @@ class MQTTClient(Session):
         if not self.sock:
             if self.reconnect and self._up_at >= 0:
                 return self._retry(timeout_ms)
-            raise NotConnected(say(_NOT_CONN))
+            raise errors.NotConnected(say(_NOT_CONN))
         try:
             now = ticks_ms()
             wait = self.tick(now)
@@ -289,7 +291,7 @@ class MQTTClient(Session):
         ):
             left = timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
-                raise Timeout(say(_TIMEOUT, timeout_ms))
+                raise errors.Timeout(say(_TIMEOUT, timeout_ms))
             self.loop(left)
 
     def _flush(self, now):
@@ -300,14 +302,23 @@ class MQTTClient(Session):
                     return
                 self._txo = 0
                 self._txn = n
-            w = self._send(self.tx, self._txo, self._txn - self._txo)
-            if not w:
+            if not self._out():
                 return  # the socket is full: POLLOUT will tell
-            self._txo += w
             if self._txo >= self._txn:
                 self.last_out = now
                 if self.state == DISCONNECTED:
                     return  # DISCONNECT written: nothing may follow (MQTT-3.14.4-2)
+
+    def _out(self):
+        # write what the socket takes of the packet due: tx[:head], then the session's tail
+        # (a long message's payload, from the caller's bytes) -> False if it took nothing
+        t = self.tail
+        o = self._txo
+        h = self._txn - len(t) if t else self._txn
+        w = self._send(self.tx, o, h - o) if o < h else self._send(t, o - h, self._txn - o)
+        if w:
+            self._txo = o + w
+        return w
 
     def _close(self):
         sock = self.sock

@@ -18,7 +18,8 @@ try:
 except ImportError:
     from .cpython import const, ticks_diff
 
-from .errors import MQTTException, ConnectRefused, say
+from .errors import MQTTException, say
+from .errkinds import ConnectRefused  # reconnect=True tells refusals apart: loaded with it
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _TAKEN_OVER = const(16)

@@ -50,7 +50,8 @@ except ImportError:
 from .codec import wire
 from .codec.wire import CodecError
 from .codec.wire import check_filter, check_name
-from .errors import MQTTException, ConnectRefused, QueueFull, ProtocolError, say
+from . import errors
+from .errors import MQTTException, say
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _ACKS_FULL = const(28)
@@ -110,6 +111,7 @@ _S_UNSUB = const(3)  # UNSUBSCRIBE due
 _S_UNSUBACK = const(4)
 _S_ACTIVE = const(5)
 
+_BUF = const(128)  # bytes of tx and of rx, whatever max_packet (see __init__)
 _DELTA = const(100)  # ms of slack on keepalive checks, as Paho
 _PING_DUE = const(-2)  # _ping_at: a PINGREQ is due (-1: none out; else when it was written)
 
@@ -122,6 +124,7 @@ class Session:
     cb = on_connect = on_disconnect = on_delivered = on_discarded = on_reconnect = None
     will = None  # (topic, msg, qos, retain)
     store = _q2 = _rc = _rn = None  # the store, and the feature modules once loaded
+    tail = None  # the payload of the packet in tx, written after tx[:length - len(tail)]
     retained = False  # the message being delivered: its retain flag and QoS
     qos = dropped = 0
     drop_oldest = reconnect = False
@@ -162,8 +165,13 @@ class Session:
             self.drop_oldest = True
             self._dr = dr
         self.timeout_ms = int(timeout * 1000)
-        self.tx = bytearray(max_packet)
-        self._rb = bytearray(max_packet)  # received bytes; packets are handled where they lie
+        # Small buffers whatever max_packet, the largest packet either way: a message longer
+        # than tx is written from the caller's bytes after its head (tail); a packet longer
+        # than rx is read into a buffer of its own, dropped once it is handled. A store loads
+        # whole packets into tx: with one, tx holds max_packet.
+        self.max_packet = max_packet
+        self.tx = bytearray(max_packet if store is not None else min(max_packet, _BUF))
+        self._rs = self._rb = bytearray(min(max_packet, _BUF))  # received bytes, handled where they lie
         self._rmv = memoryview(self._rb)
         self._rp = self._re = 0  # the unhandled bytes are _rb[_rp:_re]
         self._pub_topic = None  # the last topic publish() checked (bytes: checked for good)
@@ -229,8 +237,9 @@ class Session:
                 raise ValueError(say(_QOS))
             self.need_qos2()
         n = len(topic) + len(msg) + 4
-        if n + 5 > len(self.tx) and 1 + wire.varint_size(n) + n > len(self.tx):
-            raise ValueError(say(_TOO_BIG, n, len(self.tx)))
+        if n + 5 > self.max_packet and 1 + wire.varint_size(n) + n > self.max_packet:
+            raise ValueError(say(_TOO_BIG, n, self.max_packet))
+        self._fit(len(topic) + 9)  # the head of its PUBLISH fits tx
         if qos and self.store is not None:
             # on flash before publish() returns: from now on it survives a reset
             pid = self._new_pid()
@@ -240,7 +249,7 @@ class Session:
         full = len(self._f) - (self.max_inflight if self.store is not None else 0)
         used = self._queued + (self.inflight if self.store is None else 0)
         if used >= full and not (self.drop_oldest and self._dr.drop(self)):
-            raise QueueFull(say(_QUEUE_FULL, used))
+            raise errors.QueueFull(say(_QUEUE_FULL, used))
         if self._n == len(self._f):
             self._compact()
         pid = self._new_pid() if qos else 0
@@ -263,18 +272,22 @@ class Session:
             or self._fc
             or self._ping_at == _PING_DUE
             or type(topic) is not bytes
-            or len(topic) + len(msg) + 7 > len(self.tx)
+            or len(topic) + 7 > len(self.tx)
+            or len(topic) + len(msg) + 7 > self.max_packet
         ):
             return 0  # publish() queues it, copies the topic, or refuses it with its reason
         if topic is not self._pub_topic:
             check_name(topic)
             self._pub_topic = topic
-        return wire.put_publish(self.tx, topic, msg, 0, retain, False, 0)
+        n = wire.put_publish(self.tx, topic, msg, 0, retain, False, 0)
+        self.tail = msg if n > len(self.tx) else None
+        return n
 
     def subscribe(self, topic_filter, qos=0, state=_S_SUB):
         """Queue a SUBSCRIBE -> its packet id (sub_result(pid) tells the outcome)."""
         topic_filter = _bytes(topic_filter)
         check_filter(topic_filter)
+        self._fit(len(topic_filter) + 10)
         if qos < 0 or qos > 2:
             raise ValueError(say(_QOS))
         if qos == 2:
@@ -361,6 +374,12 @@ class Session:
         if self._up_at >= 0 and not self._rn:
             self.need_renew()  # a connection before this one left messages and subscriptions
         w = self.will or (None, None, 0, False)
+        n = 17 + len(self.client_id)  # CONNECT's length at most
+        for f in (w[0], w[1], self.username, self.password):
+            if f is not None:
+                n += 2 + len(f)
+        self._fit(n)
+        self.tail = None
         n = wire.pack_connect(
             self.tx,
             self.client_id,
@@ -403,6 +422,9 @@ class Session:
         e = self._re
         if p == e:
             self._rp = self._re = 0
+            if self._rb is not self._rs:  # a long packet's own buffer, handled: dropped
+                self._rb = self._rs
+                self._rmv = memoryview(self._rs)
             return self._rmv
         if p:
             self._rb[: e - p] = self._rmv[p:e]
@@ -417,20 +439,28 @@ class Session:
         if n:
             self._re += n
             self.last_in = now
-        b = self._rb
         k = 0
         while self.room():
+            b = self._rb
             p = self._rp
             e = self._re
             if e - p < 2:
                 break
             try:
-                x = wire.frame(b, p, e, len(b))
+                x = wire.frame(b, p, e, self.max_packet)
             except CodecError as err:
-                raise ProtocolError(say(_MALFORMED, err))
+                raise errors.ProtocolError(say(_MALFORMED, err))
             i = p + (x & 7)
             n = x >> 3
             if x < 0 or i + n > e:
+                if x >= 0 and i + n - p > len(b):
+                    # longer than rx: read into a buffer of its size (max_packet at most)
+                    b = bytearray(i + n - p)
+                    b[: e - p] = self._rmv[p:e]
+                    self._rb = b
+                    self._rmv = memoryview(b)
+                    self._rp = 0
+                    self._re = e - p
                 break
             k += 1
             self._rp = i + n  # before acting: a callback may run the loop again
@@ -447,7 +477,7 @@ class Session:
             v = self.rx()
             k = min(len(v), len(data) - i)
             if not k:
-                raise ProtocolError(say(_ACKS_FULL))
+                raise errors.ProtocolError(say(_ACKS_FULL))
             v[:k] = data[i : i + k]
             i += k
             self.received(k, now)
@@ -464,6 +494,7 @@ class Session:
         a reconnect, then new ones within the window."""
         st = self.state
         tx = self.tx
+        self.tail = None
         if st == CLOSING:
             self.state = DISCONNECTED
             return wire.pack_empty(tx, _DISCONNECT)
@@ -483,7 +514,7 @@ class Session:
                     self._ss[i] += 1  # the ack is awaited
                     if t == _SUBSCRIBE:
                         return wire.pack_subscribe(tx, self._sp[i], ((self._sf[i], self._sq[i]),))
-                    return wire.pack_unsubscribe(tx, self._sp[i], (self._sf[i],))
+                    return wire.pack_subscribe(tx, self._sp[i], (self._sf[i],), t)
             else:
                 return wire.pack_ack(tx, t, i)
         while self._c < self._n:
@@ -555,27 +586,27 @@ class Session:
         b = self._rb
         if self.state == CONNECTING:
             if t != _CONNACK:
-                raise ProtocolError(say(_FIRST_PKT, t))
+                raise errors.ProtocolError(say(_FIRST_PKT, t))
             c = self._check(wire.connack_code, i, n)
             if c & 255:
                 self.state = DISCONNECTED
                 from .codec.reasons import CONNACK_REASONS
 
-                raise ConnectRefused(c & 255, say(_REFUSED, CONNACK_REASONS[c & 255], c & 255))
+                raise errors.ConnectRefused(c & 255, say(_REFUSED, CONNACK_REASONS[c & 255], c & 255))
             self._connected(c >> 8)
         elif t == _PUBLISH:
             self._publish_in(first, i, n)
         elif t == _PINGRESP:
             if n:
-                raise ProtocolError(say(_PONG_BODY))
+                raise errors.ProtocolError(say(_PONG_BODY))
             self._ping_at = -1
         elif t == _SUBACK:
             pid = self._check(wire.suback_check, i, n)
             if n != 3:  # one return code per filter, and a SUBSCRIBE carries one (MQTT-3.8.4-5)
-                raise ProtocolError(say(_SUBACK_CNT, n - 2))
+                raise errors.ProtocolError(say(_SUBACK_CNT, n - 2))
             self._acked(pid, _S_SUBACK, b[i + 2])
         elif t > _PUBCOMP and t != _UNSUBACK or t < _PUBACK:
-            raise ProtocolError(say(_UNEXPECTED, t))  # CONNACK again, or a client's packet
+            raise errors.ProtocolError(say(_UNEXPECTED, t))  # CONNACK again, or a client's packet
         else:  # an ack: PUBACK, PUBREC, PUBREL, PUBCOMP, UNSUBACK
             pid = b[i] << 8 | b[i + 1] if n == 2 else 0
             if not pid:
@@ -591,7 +622,7 @@ class Session:
             elif t == _PUBREL:
                 self._flow(_PUBCOMP, pid)
             else:
-                raise ProtocolError(say(_STRAY_ACK, t, pid))
+                raise errors.ProtocolError(say(_STRAY_ACK, t, pid))
 
     def _check(self, f, i, n, *a):
         # a codec parser on the body _rb[i:i+n] (a view: these packets are rare), its error a
@@ -599,7 +630,7 @@ class Session:
         try:
             return f(*(a + (self._rmv[i : i + n], n)))
         except CodecError as e:
-            raise ProtocolError(say(_MALFORMED, e))
+            raise errors.ProtocolError(say(_MALFORMED, e))
 
     def _acked(self, pid, state, rc):
         # SUBACK (its return code rc) or UNSUBACK, for the entry awaiting it
@@ -628,7 +659,7 @@ class Session:
             try:
                 wire.check_pub_topic(topic, 0, te - i - 2)
             except CodecError as err:
-                raise ProtocolError(say(_MALFORMED, err))
+                raise errors.ProtocolError(say(_MALFORMED, err))
             self._rx_topic = topic
         # Exactly once (MQTT-4.3.3-2): the ids of QoS 2 messages delivered are kept until
         # their PUBREL, so that a repeat is answered and not delivered again (qos2.py, loaded
@@ -682,7 +713,7 @@ class Session:
                 if self.on_delivered:
                     self.on_delivered(pid)
                 return
-        raise ProtocolError(say(_STRAY_ACK, t, pid))
+        raise errors.ProtocolError(say(_STRAY_ACK, t, pid))
 
     # ---- helpers
 
@@ -693,7 +724,10 @@ class Session:
         # the PUBLISH of slot s into tx -> its length
         if self._t[s] is None:
             return self._st.load(self, self._m[s], dup)
-        return wire.put_publish(self.tx, self._t[s], self._m[s], f & 3, f & _RETAIN, dup, self._p[s])
+        n = wire.put_publish(self.tx, self._t[s], self._m[s], f & 3, f & _RETAIN, dup, self._p[s])
+        if n > len(self.tx):
+            self.tail = self._m[s]
+        return n
 
     def _release(self, s):
         # slot s is done with: written (QoS 0), complete, or discarded
@@ -737,7 +771,7 @@ class Session:
     def _flow(self, t, v):
         fl = self._fl
         if self._fc == len(fl):
-            raise ProtocolError(say(_ACKS_FULL))
+            raise errors.ProtocolError(say(_ACKS_FULL))
         fl[(self._fh + self._fc) % len(fl)] = t << 16 | v
         self._fc += 1
 
@@ -755,7 +789,15 @@ class Session:
             if not self.in_flight(p) and self.sub_result(p) >= 0:
                 self._last_pid = p
                 return p
-        raise QueueFull(say(_NO_PID))
+        raise errors.QueueFull(say(_NO_PID))
+
+    def _fit(self, n):
+        # tx holds n bytes from now on (a long topic, filter or CONNECT: grown once, by the
+        # call that needs it, never on a send path); a packet partly written is kept
+        if n > len(self.tx):
+            b = bytearray(n)
+            b[: len(self.tx)] = self.tx
+            self.tx = b
 
     def _wake(self):
         # something a waiter may be waiting for happened (aio.py wakes its tasks)

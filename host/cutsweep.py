@@ -33,6 +33,8 @@ from fleetwire.session import Session
 from fleetwire.store import StoreFull
 from fleetwire.codec import wire
 
+CONNECT, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 3, 4, 5, 6, 7  # packet types
+
 MP = sys.implementation.name == "micropython"
 INFLIGHT = 4  # the device's in-flight window, and inbound QoS 2 it can hold
 IN_MAX = 3  # inbound QoS 2 the broker leaves unfinished at once (< INFLIGHT)
@@ -147,7 +149,7 @@ class World:
 
     def on_packet(self, t, pid, payload):
         """A packet the device wrote -> [(label, bytes)] the broker answers with."""
-        if t == wire.CONNECT:
+        if t == CONNECT:
             self.link = True
             self.owed = {}  # the device resends what they answered
             out = [(("connack",), b"\x20\x02\x01\x00" if self.session else b"\x20\x02\x00\x00")]
@@ -156,32 +158,32 @@ class World:
                 if stage == 0:
                     out.append((("in_publish", j), _in_publish(p, j, True)))
                 elif stage == 2:
-                    out.append((("in_pubrel", j), _ack(wire.PUBREL, p)))
+                    out.append((("in_pubrel", j), _ack(PUBREL, p)))
             return out
-        if t == wire.PUBLISH:
+        if t == PUBLISH:
             m = msg_number(payload, 1)
             if self.done[m]:
                 self.resurrected += 1
             self.by_pid[pid] = m
             if qos_of(m) == 1:
                 self._deliver(m)
-                return self._answer(m, wire.PUBACK, pid, ("puback", m))
+                return self._answer(m, PUBACK, pid, ("puback", m))
             if pid not in self.q2:
                 self.q2.add(pid)
                 self._deliver(m)
-            return self._answer(m, wire.PUBREC, pid, ("pubrec", m))
-        if t == wire.PUBREL:
+            return self._answer(m, PUBREC, pid, ("pubrec", m))
+        if t == PUBREL:
             m = self.by_pid.get(pid, -1)
             if m < 0 or self.done[m]:
                 self.resurrected += 1
             self.q2.discard(pid)
-            return self._answer(m, wire.PUBCOMP, pid, ("pubcomp", m))
-        if t == wire.PUBREC or t == wire.PUBCOMP:
+            return self._answer(m, PUBCOMP, pid, ("pubcomp", m))
+        if t == PUBREC or t == PUBCOMP:
             for k in range(len(self.inb)):
                 p, j, stage = self.inb[k]
                 if p != pid:
                     continue
-                if t == wire.PUBCOMP:
+                if t == PUBCOMP:
                     if stage != 2:
                         raise AssertionError("PUBCOMP %d before PUBREL" % pid)
                     self.inb.pop(k)
@@ -191,10 +193,9 @@ class World:
                     self.inb[k] = (p, j, 1)
                     return []
                 self.inb[k] = (p, j, 2)
-                return [(("in_pubrel", j), _ack(wire.PUBREL, p))]
+                return [(("in_pubrel", j), _ack(PUBREL, p))]
             raise AssertionError(
-                "%s for packet id %d the broker never sent"
-                % ("PUBCOMP" if t == wire.PUBCOMP else "PUBREC", pid)
+                "%s for packet id %d the broker never sent" % ("PUBCOMP" if t == PUBCOMP else "PUBREC", pid)
             )
         raise AssertionError("unexpected packet type %d from the device" % t)
 
@@ -210,9 +211,7 @@ class World:
         if m not in self.owed or not self.link:
             return []
         t, pid = self.owed.pop(m)
-        return [
-            (({wire.PUBACK: "puback", wire.PUBREC: "pubrec", wire.PUBCOMP: "pubcomp"}[t], m), _ack(t, pid))
-        ]
+        return [(({PUBACK: "puback", PUBREC: "pubrec", PUBCOMP: "pubcomp"}[t], m), _ack(t, pid))]
 
     def new_inbound(self, held):
         """The broker sends the next inbound QoS 2 message (the lowest free packet id:
@@ -236,7 +235,7 @@ class World:
                 self.in_hold.discard(j)
                 if stage == 1:
                     self.inb[k] = (p, j, 2)
-                    return [(("in_pubrel", j), _ack(wire.PUBREL, p))] if self.link else []
+                    return [(("in_pubrel", j), _ack(PUBREL, p))] if self.link else []
                 return []
         return []
 
@@ -394,7 +393,7 @@ class Device:
 
     def connect(self):
         self.s.start(0)  # CONNECT, written first: the broker answers it
-        self.feed(self.w.on_packet(wire.CONNECT, 0, b""))
+        self.feed(self.w.on_packet(CONNECT, 0, b""))
         self.pump()
 
     def drop(self):
@@ -463,13 +462,13 @@ def next_packet(s):
         return None
     tx = s.tx
     t = tx[0] >> 4
-    if t == wire.PUBLISH:
+    if t == PUBLISH:
         h = 2
         while tx[h - 1] & 0x80:
             h += 1
         _, pid, ps = wire.publish_fields(tx[0], tx[h:], n - h)
         return (t, pid, bytes(tx[h + ps : n]))
-    if t in (wire.PUBREL, wire.PUBACK, wire.PUBREC, wire.PUBCOMP):
+    if t in (PUBREL, PUBACK, PUBREC, PUBCOMP):
         return (t, tx[2] << 8 | tx[3], None)
     return (t, 0, None)
 
@@ -494,7 +493,7 @@ def age(flash, n):
     for _ in range(n):
         pid = s.publish(_TOPIC, b"aged", 1)
         s.pack(0)
-        s.receive(_ack(wire.PUBACK, pid), 0)
+        s.receive(_ack(PUBACK, pid), 0)
 
 
 # ---- the workload
@@ -516,9 +515,9 @@ def workload(dev, rounds, per_round=40):
                 pass
         dev.connect()
         m = w.m
-        w.hold[m + (m & 1)] = wire.PUBACK  # a QoS 1 message stays unacknowledged
+        w.hold[m + (m & 1)] = PUBACK  # a QoS 1 message stays unacknowledged
         # and a QoS 2 one, before PUBREC (its record SENT) or after (REL)
-        w.hold[m + 1 - (m & 1)] = wire.PUBREC if r % 2 else wire.PUBCOMP
+        w.hold[m + 1 - (m & 1)] = PUBREC if r % 2 else PUBCOMP
         for k in range(per_round):
             dev.publish()
             dev.pump()
@@ -551,7 +550,7 @@ def finish(dev, tail=30):
     dev.release_all()
     w.m += 1  # the message under way at the cut (if any) stays in doubt
     m = w.m
-    w.hold[m + (m & 1)] = wire.PUBACK
+    w.hold[m + (m & 1)] = PUBACK
     for k in range(tail):
         dev.publish()
         dev.pump()

@@ -9,6 +9,22 @@ from . import wire
 from .reasons import NAMES, CONNACK_REASONS
 
 MAX_REMAINING = 268435455
+# packet types (wire.py's, private there: a board pays for no name)
+CONNECT = 1
+CONNACK = 2
+PUBLISH = 3
+PUBACK = 4
+PUBREC = 5
+PUBREL = 6
+PUBCOMP = 7
+SUBSCRIBE = 8
+SUBACK = 9
+UNSUBSCRIBE = 10
+UNSUBACK = 11
+PINGREQ = 12
+PINGRESP = 13
+DISCONNECT = 14
+SUBACK_FAILURE = 0x80
 
 
 def fail(what, rule):
@@ -44,6 +60,12 @@ def pack_publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0):
             fail_as("dup_qos0")
         if pid:
             fail_as("pid_qos0")
+    n = 2 + len(topic) + (2 if qos else 0) + len(payload)
+    if n > MAX_REMAINING:
+        fail_as("body_max", n)
+    n += 1 + wire.varint_size(n)
+    if n > len(buf):  # the whole packet, where wire.put_publish would pack only its head
+        fail_as("no_fit", PUBLISH, n, len(buf))
     return wire.put_publish(buf, topic, payload, qos, retain, dup, pid)
 
 
@@ -81,7 +103,7 @@ class Packet:
 
 
 class Connect(Packet):
-    TYPE = wire.CONNECT
+    TYPE = CONNECT
     FIELDS = (
         "client_id",
         "clean_session",
@@ -154,7 +176,7 @@ class Connect(Packet):
 
 
 class Connack(Packet):
-    TYPE = wire.CONNACK
+    TYPE = CONNACK
     FIELDS = ("session_present", "return_code")
 
     def __init__(self, session_present=False, return_code=0):
@@ -179,7 +201,7 @@ class Connack(Packet):
 
 
 class Publish(Packet):
-    TYPE = wire.PUBLISH
+    TYPE = PUBLISH
     FIELDS = ("topic", "payload", "qos", "retain", "dup", "packet_id")
 
     def __init__(self, topic, payload=b"", qos=0, retain=False, dup=False, packet_id=None):
@@ -214,27 +236,27 @@ class _Ack(Packet):
 
 
 class Puback(_Ack):
-    TYPE = wire.PUBACK
+    TYPE = PUBACK
 
 
 class Pubrec(_Ack):
-    TYPE = wire.PUBREC
+    TYPE = PUBREC
 
 
 class Pubrel(_Ack):
-    TYPE = wire.PUBREL
+    TYPE = PUBREL
 
 
 class Pubcomp(_Ack):
-    TYPE = wire.PUBCOMP
+    TYPE = PUBCOMP
 
 
 class Unsuback(_Ack):
-    TYPE = wire.UNSUBACK
+    TYPE = UNSUBACK
 
 
 class Subscribe(Packet):
-    TYPE = wire.SUBSCRIBE
+    TYPE = SUBSCRIBE
     FIELDS = ("packet_id", "topics")
 
     def __init__(self, packet_id, topics):
@@ -249,7 +271,7 @@ class Subscribe(Packet):
 
 
 class Suback(Packet):
-    TYPE = wire.SUBACK
+    TYPE = SUBACK
     FIELDS = ("packet_id", "return_codes")
 
     def __init__(self, packet_id, return_codes):
@@ -265,7 +287,7 @@ class Suback(Packet):
         if not self.return_codes:
             fail("SUBACK needs at least one return code", "§3.9.3")
         for rc in self.return_codes:
-            if rc not in (0, 1, 2, wire.SUBACK_FAILURE):
+            if rc not in (0, 1, 2, SUBACK_FAILURE):
                 fail("SUBACK return code %r is reserved" % (rc,), "MQTT-3.9.3-2")
         i = put_u16(buf, wire._header(buf, 0x90, 2 + len(self.return_codes)), self.packet_id)
         for rc in self.return_codes:
@@ -275,7 +297,7 @@ class Suback(Packet):
 
 
 class Unsubscribe(Packet):
-    TYPE = wire.UNSUBSCRIBE
+    TYPE = UNSUBSCRIBE
     FIELDS = ("packet_id", "topics")
 
     def __init__(self, packet_id, topics):
@@ -286,7 +308,7 @@ class Unsubscribe(Packet):
         return 16 + sum(2 + 4 * len(f) for f in self.topics)
 
     def pack_into(self, buf):
-        return wire.pack_unsubscribe(buf, self.packet_id, [topics._b(f) for f in self.topics])
+        return wire.pack_subscribe(buf, self.packet_id, [topics._b(f) for f in self.topics], UNSUBSCRIBE)
 
 
 class _Empty(Packet):
@@ -295,15 +317,15 @@ class _Empty(Packet):
 
 
 class Pingreq(_Empty):
-    TYPE = wire.PINGREQ
+    TYPE = PINGREQ
 
 
 class Pingresp(_Empty):
-    TYPE = wire.PINGRESP
+    TYPE = PINGRESP
 
 
 class Disconnect(_Empty):
-    TYPE = wire.DISCONNECT
+    TYPE = DISCONNECT
 
 
 # ---- decoding

@@ -37,24 +37,25 @@ def fail_as(key, *values):
     raise CodecError(m)
 
 
-CONNECT = const(1)
-CONNACK = const(2)
-PUBLISH = const(3)
-PUBACK = const(4)
-PUBREC = const(5)
-PUBREL = const(6)
-PUBCOMP = const(7)
-SUBSCRIBE = const(8)
-SUBACK = const(9)
-UNSUBSCRIBE = const(10)
-UNSUBACK = const(11)
-PINGREQ = const(12)
-PINGRESP = const(13)
-DISCONNECT = const(14)
+_CONNECT = const(1)
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBREC = const(5)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
+_SUBSCRIBE = const(8)
+_SUBACK = const(9)
+_UNSUBSCRIBE = const(10)
+_UNSUBACK = const(11)
+_PINGREQ = const(12)
+_PINGRESP = const(13)
+_DISCONNECT = const(14)
 
-# Packet type names and CONNACK return code texts: reasons.NAMES, reasons.CONNACK_REASONS
-# (error texts live in reasons.py, loaded only when an error is raised).
-SUBACK_FAILURE = const(0x80)
+# Private (a board pays for no name): packets.py gives the packet types their public
+# names. Type names and CONNACK texts: reasons.NAMES, reasons.CONNACK_REASONS (error
+# texts live in reasons.py, loaded only when an error is raised).
+_SUBACK_FAILURE = const(0x80)
 
 _MAX_REMAINING = const(268435455)
 
@@ -113,7 +114,7 @@ _U8_BAD = const(42)
 def check_first_byte(b):
     """Raise CodecError unless b is a valid first byte of a 3.1.1 packet."""
     t = b >> 4
-    if t == PUBLISH:  # its flags are data: DUP, QoS, RETAIN
+    if t == _PUBLISH:  # its flags are data: DUP, QoS, RETAIN
         if b & 6 == 6:
             fail_as(_QOS3)
         if b & 14 == 8:
@@ -152,12 +153,15 @@ def varint_size(n):
     return 1 if n < 128 else 2 if n < 16384 else 3 if n < 2097152 else 4
 
 
-def _header(buf, first, n):
-    # Writes the fixed header of a packet with an n-byte body -> the offset of the body.
+def _header(buf, first, n, part=-1):
+    # Writes the fixed header of a packet with an n-byte body -> the offset of the body;
+    # the header and `part` bytes of the body (all of it by default) must fit buf.
     if n > _MAX_REMAINING:
         fail_as(_BODY_MAX, n)
-    if n + 5 > len(buf):  # the header takes at most 5 bytes: exact check only near the end
-        k = 1 + varint_size(n) + n
+    if part < 0:
+        part = n
+    if part + 5 > len(buf):  # the header takes at most 5 bytes: exact check only near the end
+        k = 1 + varint_size(n) + part
         if k > len(buf):
             fail_as(_NO_FIT, first >> 4, k, len(buf))
     buf[0] = first
@@ -173,7 +177,10 @@ def _header(buf, first, n):
 def put_publish(buf, topic, payload, qos, retain, dup, pid):
     """PUBLISH of a bytes-like topic and payload, unchecked: for a caller that checked the
     topic, QoS and packet id when it accepted the message (the session's send path), as it
-    sends many times; packets.pack_publish checks them. Allocates nothing."""
+    sends many times; packets.pack_publish checks them -> the packet's length. A buffer
+    too short for the whole packet gets only its head (all that precedes the payload) and
+    the caller writes the payload after buf[:length - len(payload)]: a board's small send
+    buffer sends a large message without copying it. Allocates nothing."""
     tl = len(topic)
     pl = len(payload)
     first = 0x30 | (8 if dup else 0) | qos << 1 | (1 if retain else 0)
@@ -183,7 +190,7 @@ def put_publish(buf, topic, payload, qos, retain, dup, pid):
         buf[1] = n
         i = 2
     else:
-        i = _header(buf, first, n)
+        i = _header(buf, first, n, n - pl)
     buf[i] = tl >> 8
     buf[i + 1] = tl & 255
     i += 2
@@ -193,7 +200,8 @@ def put_publish(buf, topic, payload, qos, retain, dup, pid):
         buf[i] = pid >> 8
         buf[i + 1] = pid & 255
         i += 2
-    buf[i : i + pl] = payload
+    if i + pl <= len(buf):
+        buf[i : i + pl] = payload
     return i + pl
 
 
@@ -268,7 +276,7 @@ def pack_ack(buf, t, pid):
     """PUBACK, PUBREC, PUBREL, PUBCOMP or UNSUBACK (type t) with packet id pid."""
     if not 0 < pid < 65536:
         fail_as(_PID_RANGE, t, pid)
-    buf[0] = t << 4 | (2 if t == PUBREL else 0)
+    buf[0] = t << 4 | (2 if t == _PUBREL else 0)
     buf[1] = 2
     buf[2] = pid >> 8
     buf[3] = pid & 255
@@ -282,21 +290,16 @@ def pack_empty(buf, t):
     return 2
 
 
-def pack_unsubscribe(buf, pid, filters):
-    """UNSUBSCRIBE for a sequence of bytes-like topic filters."""
-    return pack_subscribe(buf, pid, filters, UNSUBSCRIBE)
-
-
-def pack_subscribe(buf, pid, filters, t=SUBSCRIBE):
+def pack_subscribe(buf, pid, filters, t=_SUBSCRIBE):
     """SUBSCRIBE for a sequence of (topic_filter, qos) pairs, each filter bytes-like (with
     t=UNSUBSCRIBE: UNSUBSCRIBE for a sequence of filters)."""
     if not 0 < pid < 65536:
         fail_as(_PID_RANGE, t, pid)
     if not filters:
-        fail_as(_SUB_EMPTY if t == SUBSCRIBE else _UNSUB_NONE)
+        fail_as(_SUB_EMPTY if t == _SUBSCRIBE else _UNSUB_NONE)
     n = 2
     for f in filters:
-        if t == SUBSCRIBE:
+        if t == _SUBSCRIBE:
             f, q = f
             n += 1 + len(check_filter(f))
             if q != 0 and q != 1 and q != 2:
@@ -309,14 +312,14 @@ def pack_subscribe(buf, pid, filters, t=SUBSCRIBE):
     buf[i + 1] = pid & 255
     i += 2
     for f in filters:
-        if t == SUBSCRIBE:
+        if t == _SUBSCRIBE:
             f, q = f
         n = len(f)
         buf[i] = n >> 8
         buf[i + 1] = n & 255
         i += 2 + n
         buf[i - n : i] = f
-        if t == SUBSCRIBE:
+        if t == _SUBSCRIBE:
             buf[i] = q
             i += 1
     return i
@@ -356,10 +359,10 @@ def suback_check(b, n):
         fail_as(_SUBACK_N)
     pid = b[0] << 8 | b[1]
     if pid == 0:
-        fail_as(_PID_ZERO, SUBACK)
+        fail_as(_PID_ZERO, _SUBACK)
     for k in range(2, n):
         rc = b[k]
-        if rc > 2 and rc != SUBACK_FAILURE:
+        if rc > 2 and rc != _SUBACK_FAILURE:
             fail_as(_SUBACK_RC, rc)
     return pid
 

@@ -55,6 +55,14 @@ class Agent:
             raise AssertionError("device gave no answer to %s within %d s" % (op, timeout))
         if line is None:
             raise AssertionError("device process ended: %s" % self.proc.stderr.read())
+        if not line.startswith("{"):  # the device printed a traceback: show all of it
+            rest = [line]
+            while rest[-1] is not None:
+                try:
+                    rest.append(self._lines.get(timeout=2))
+                except queue.Empty:
+                    break
+            raise AssertionError("device failed: %s" % "".join(x for x in rest if x))
         return json.loads(line)
 
     def kill(self):

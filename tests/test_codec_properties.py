@@ -223,7 +223,10 @@ def test_remaining_length_boundaries_encode_and_decode_in_full(remaining):
 def test_the_publish_packer_writes_the_standard_bytes_and_never_overruns(topic, size, qos, retain, dup, pid):
     # wire.put_publish (the client's zero-allocation packer, with its own path for a
     # one-byte remaining length) and packets.pack_publish (the same, checked) against the
-    # bytes §3.3 prescribes, built here; a buffer one byte short is refused, never overrun
+    # bytes §3.3 prescribes, built here. A buffer one byte short: the checked packer
+    # refuses it untouched; the client's packs the head alone (what precedes the payload,
+    # which the client then writes from the caller's buffer), and refuses a buffer one
+    # byte short of the head. Neither ever writes past the buffer.
     t = topic.encode()
     dup = dup and qos > 0
     pid = pid if qos else 0
@@ -233,10 +236,18 @@ def test_the_publish_packer_writes_the_standard_bytes_and_never_overruns(topic, 
         buf = bytearray(len(want))
         n = pack(buf, t, b"\x5a" * size, qos, retain, dup, pid)
         assert bytes(buf[:n]) == want
-        short = bytearray(len(want) - 1)
+    short = bytearray(len(want) - 1)
+    with pytest.raises(CodecError):
+        P.pack_publish(short, t, b"\x5a" * size, qos, retain, dup, pid)
+    assert short == bytearray(len(want) - 1)
+    if size:
+        head = len(want) - size
+        assert wire.put_publish(short, t, b"\x5a" * size, qos, retain, dup, pid) == len(want)
+        assert bytes(short[:head]) == want[:head]
+        assert short[head:] == bytearray(len(short) - head)
+        shorter = bytearray(head - 1)
         with pytest.raises(CodecError):
-            pack(short, t, b"\x5a" * size, qos, retain, dup, pid)
-        assert short == bytearray(len(want) - 1)
+            wire.put_publish(shorter, t, b"\x5a" * size, qos, retain, dup, pid)
 
 
 # ---- 2. nothing but packets or CodecError

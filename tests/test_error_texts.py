@@ -10,7 +10,9 @@ import pytest
 from fleetwire import reasons as client_reasons
 from fleetwire.codec import reasons, wire
 from fleetwire.codec.errors import CodecError
-from fleetwire.session import Session, ProtocolError
+from fleetwire.codec.packets import PUBREC
+from fleetwire.errors import ProtocolError
+from fleetwire.session import Session
 
 from support import ROOT
 
@@ -91,7 +93,7 @@ def test_every_line_names_a_rule_or_none_and_its_key_is_interned_on_a_board(whic
 
 def test_a_message_is_formatted_with_the_packet_type_named_and_its_rule():
     with pytest.raises(CodecError) as e:
-        wire.ack_id(wire.PUBREC, b"\x00", 1)
+        wire.ack_id(PUBREC, b"\x00", 1)
     assert str(e.value) == "PUBREC remaining length must be 2, got 1 [§3.5.1]"
     assert e.value.rule == "§3.5.1"
     with pytest.raises(CodecError) as e:

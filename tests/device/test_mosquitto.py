@@ -22,6 +22,23 @@ def test_publishing_in_steady_state_allocates_nothing(device, mosquitto, observe
         assert got == {0: 0, 1: 0}, "bytes allocated by 100 publishes: %r" % got
 
 
+def test_messages_longer_than_the_clients_buffers_go_out_and_come_in_whole(device, mosquitto, observer):
+    # The client's send and receive buffers are small whatever max_packet is: a longer
+    # message is written from the program's bytes after its head, a longer packet is read
+    # into a buffer of its own. Both ways, both QoS, then short ones again.
+    observer.subscribe("fw/long/out", 1)
+    d = connect(device, mosquitto, max_packet=2000)
+    d.call("sub", topic="fw/long/in", qos=1)
+    long0, long1 = "".join("%04d" % i for i in range(150)), "z" * 400  # the agent prints them as JSON
+    for msg, qos in ((long0, 0), (long1, 1), ("short", 1)):
+        d.call("pub", topic="fw/long/out", msg=msg, qos=qos)
+    assert [m[1] for m in observer.wait_for(3)] == [long0.encode(), long1.encode(), b"short"]
+    for msg, qos in ((long1, 1), ("short", 0), (long0, 0), ("short", 1)):
+        observer.publish("fw/long/in", msg.encode(), qos=qos)
+    got = d.call("recv", n=4)["msgs"]
+    assert [(m[1], m[2]) for m in got] == [(long1, 1), ("short", 0), (long0, 0), ("short", 1)]
+
+
 def test_tls_with_the_broker_ca(device, mosquitto_tls, make_observer):
     b = mosquitto_tls
     obs = make_observer(b)

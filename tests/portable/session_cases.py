@@ -7,7 +7,7 @@ from fleetwire.errors import ProtocolError, ConnectRefused, QueueFull, MQTTExcep
 from fleetwire.reconnect import backoff
 from fleetwire.codec import packets as P
 from run import raises
-from session_kit import out, recv, session, start, eq, events, reconnect, raw_publish
+from session_kit import out, packet, recv, session, start, eq, events, reconnect, raw_publish
 
 
 # ---- CONNECT and CONNACK
@@ -237,7 +237,7 @@ def test_MQTT_4_7_1_1_a_topic_is_checked_on_every_publish_unless_it_is_the_same_
 
 
 def packed(s, n):
-    return P.decode_all(bytes(s.tx[:n]))[0]
+    return P.decode_all(packet(s, n))[0]
 
 
 def test_a_qos0_message_with_nothing_ahead_of_it_is_packed_at_once():
@@ -272,6 +272,54 @@ def test_pack_qos0_leaves_copies_and_refusals_to_publish():
     eq(s.pack_qos0(b"t", b"x" * 57, False), 0)  # might not fit: publish() says why
     raises(ValueError, s.publish, b"t", b"x" * 62, 0)
     eq(packed(s, s.pack_qos0(b"t", b"x" * 56, False)).payload, b"x" * 56)
+
+
+# ---- messages and packets longer than the session's buffers (small, whatever max_packet)
+
+
+def test_a_message_longer_than_tx_is_written_as_its_head_then_the_callers_bytes():
+    s = session(clean=False, max_packet=1000)
+    big = bytes(range(256)) * 2
+    n = s.pack_qos0(b"t/0", big, True)  # past the queue
+    assert s.tail is big  # written from the caller's bytes, not copied
+    eq(P.decode_all(packet(s, n)), [P.Publish("t/0", big, 0, retain=True)])
+    a = s.publish(b"t/1", big, 1)
+    b = s.publish(b"t/short", b"s", 1)
+    eq(out(s), [P.Publish("t/1", big, 1, packet_id=a), P.Publish("t/short", b"s", 1, packet_id=b)])
+    eq(reconnect(s, True), [P.Connect("dev", False, 0)])  # resent after a reconnect, with DUP
+    eq(
+        out(s),
+        [
+            P.Publish("t/1", big, 1, dup=True, packet_id=a),
+            P.Publish("t/short", b"s", 1, dup=True, packet_id=b),
+        ],
+    )
+
+
+def test_long_topics_filters_and_connect_fields_grow_tx_in_the_call_that_brings_them():
+    t = b"a/" + b"x" * 300
+    s = Session(b"dev" * 50, clean_session=False, user=b"u" * 200, password=b"p" * 300)
+    s.will = (t, b"w" * 200, 1, True)
+    eq(start(s), [P.Connect("dev" * 50, False, 0, t.decode(), b"w" * 200, 1, True, "u" * 200, b"p" * 300)])
+    recv(s, P.Connack(False, 0))
+    pid = s.subscribe(t, 1)
+    eq(out(s), [P.Subscribe(pid, [(t.decode(), 1)])])
+    q = s.publish(t, b"m", 1)
+    eq(out(s), [P.Publish(t.decode(), b"m", 1, packet_id=q)])
+
+
+def test_a_packet_longer_than_rx_is_received_whole_in_any_pieces_and_short_ones_follow():
+    s = session(max_packet=1000)
+    got = events(s)
+    big = bytes(range(256)) * 3
+    data = P.Publish("t/big", big, 1, packet_id=7).encode() + P.Publish("t/s", b"s").encode()
+    data += P.Publish("t/big", big, 0).encode()
+    for step in (1, 100, 3000, len(data)):
+        got.clear()
+        for i in range(0, len(data), step):
+            s.receive(data[i : i + step], 0)
+        eq([(e[1], e[2]) for e in got if e[0] == "msg"], [(b"t/big", big), (b"t/s", b"s"), (b"t/big", big)])
+        eq(out(s), [P.Puback(7)])
 
 
 def test_MQTT_4_7_1_1_pack_qos0_refuses_wildcards_in_a_topic():

@@ -5,6 +5,13 @@ from fleetwire.session import Session
 from fleetwire.codec import packets as P
 
 
+def packet(s, n):
+    """The n-byte packet the session packed, as an I/O loop writes it: tx, then the tail (a
+    long message's payload, written from the caller's bytes)."""
+    t = s.tail
+    return bytes(s.tx[: n - len(t)]) + bytes(t) if t else bytes(s.tx[:n])
+
+
 def raw_out(s, now=0):
     """Every packet the session writes now, as bytes."""
     res = []
@@ -13,14 +20,14 @@ def raw_out(s, now=0):
         if not n:
             return res
         s.last_out = now
-        res.append(bytes(s.tx[:n]))
+        res.append(packet(s, n))
 
 
 def start(s, now=0):
     """The CONNECT the session starts with, decoded (written, as an I/O loop would)."""
     n = s.start(now)
     s.last_out = now
-    return [P.decode_all(bytes(s.tx[:n]))[0]]
+    return [P.decode_all(packet(s, n))[0]]
 
 
 def out(s, now=0):

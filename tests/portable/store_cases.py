@@ -26,6 +26,8 @@ from fleetwire.session import Session
 from fleetwire.store import StoreFull
 from fleetwire.codec import wire
 
+PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 3, 4, 5, 6, 7  # packet types
+
 MP = sys.implementation.name == "micropython"
 CONNACK_PRESENT = b"\x20\x02\x01\x00"
 
@@ -51,13 +53,13 @@ def packets_out(s):
             return out
         first = s.tx[0]
         t = first >> 4
-        if t == wire.PUBLISH:
+        if t == PUBLISH:
             h = 2
             while s.tx[h - 1] & 0x80:
                 h += 1
             te, pid, ps = wire.publish_fields(first, s.tx[h:], n - h)
             out.append((t, pid, bytes(s.tx[h + ps : n]), bool(first & 8)))
-        elif t in (wire.PUBREL, wire.PUBACK, wire.PUBREC, wire.PUBCOMP):
+        elif t in (PUBREL, PUBACK, PUBREC, PUBCOMP):
             out.append((t, s.tx[2] << 8 | s.tx[3], None, False))
         else:
             out.append((t, 0, None, False))
@@ -126,19 +128,19 @@ class Run:
             if not out:
                 return
             for t, pid, _payload, _dup in out:
-                if t == wire.PUBLISH:
+                if t == PUBLISH:
                     i = self.by_pid[pid]
                     if i in hold:
                         continue
                     self.cur = i
                     if i % 2 == 0:
-                        s.receive(ack(wire.PUBACK, pid), 0)
+                        s.receive(ack(PUBACK, pid), 0)
                     else:
-                        s.receive(ack(wire.PUBREC, pid), 0)
+                        s.receive(ack(PUBREC, pid), 0)
                         self.rel.add(i)
-                elif t == wire.PUBREL:
+                elif t == PUBREL:
                     self.cur = self.by_pid[pid]
-                    s.receive(ack(wire.PUBCOMP, pid), 0)
+                    s.receive(ack(PUBCOMP, pid), 0)
                 self.cur = None
 
     def inbound(self, j, pid):
@@ -150,7 +152,7 @@ class Run:
 
     def release(self, j, pid):
         self.cur = ("in", j)
-        self.s.receive(ack(wire.PUBREL, pid), 0)
+        self.s.receive(ack(PUBREL, pid), 0)
         self.in_done.add(j)
         self.cur = None
         packets_out(self.s)
@@ -284,8 +286,8 @@ def verify(run):
     for i in range(1000, 1012):
         p = s.publish(b"t/s", b"m%d" % i, 1)
         for t, pid, _payload, _dup in packets_out(s):
-            if t == wire.PUBLISH:
-                s.receive(ack(wire.PUBACK, pid), 0)
+            if t == PUBLISH:
+                s.receive(ack(PUBACK, pid), 0)
         assert not s.in_flight(p)
 
 
@@ -302,13 +304,13 @@ def drain(s, by_pid):
         if not out:
             return seen
         for t, pid, payload, _dup in out:
-            if t == wire.PUBLISH:
+            if t == PUBLISH:
                 i = int(payload[1:].split(b".")[0])
                 by_pid[pid] = i
-                s.receive(ack(wire.PUBACK if i % 2 == 0 else wire.PUBREC, pid), 0)
-            elif t == wire.PUBREL:
+                s.receive(ack(PUBACK if i % 2 == 0 else PUBREC, pid), 0)
+            elif t == PUBREL:
                 i = by_pid[pid]
-                s.receive(ack(wire.PUBCOMP, pid), 0)
+                s.receive(ack(PUBCOMP, pid), 0)
             else:
                 continue
             if i not in seen:
@@ -437,12 +439,12 @@ def check_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewher
     run.connect()
     out = packets_out(run.s)
     assert [p[1] for p in out] == [1, 2, 3]
-    run.s.receive(ack(wire.PUBREC, 2), 0)  # sc-2
+    run.s.receive(ack(PUBREC, 2), 0)  # sc-2
     s = restored(f, kind)
     out = packets_out(s)
-    assert out[0][:2] == (wire.PUBLISH, 1) and out[0][3], "PUBLISH 1 again, DUP set"
-    assert out[1][:2] == (wire.PUBREL, 2), "PUBREL (not PUBLISH) for 2"
-    assert out[2][:2] == (wire.PUBLISH, 3) and out[2][3]
+    assert out[0][:2] == (PUBLISH, 1) and out[0][3], "PUBLISH 1 again, DUP set"
+    assert out[1][:2] == (PUBREL, 2), "PUBREL (not PUBLISH) for 2"
+    assert out[2][:2] == (PUBLISH, 3) and out[2][3]
     assert len(out) == 3
 
 
