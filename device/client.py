@@ -110,6 +110,8 @@ class MQTTClient(Session):
                 self._txo = 0
                 self._txn = n
                 try:
+                    if self.tail is None:  # one write, most messages: no call on the hot path
+                        self._txo = self._send(self.tx, 0, n) or 0
                     while self._txo < n and self._out():
                         pass
                 except OSError as e:
@@ -240,13 +242,19 @@ class MQTTClient(Session):
                         pass
                 else:
                     self._poll.poll(timeout_ms)
-            if self.room():
-                n = self._recv(self.rx())
+            # read while the buffer comes back full (more is waiting): the small buffer
+            # costs a read, not a turn of the loop, per 128 bytes
+            while self.room():
+                b = self.rx()
+                n = self._recv(b)
                 if n == 0:
                     self.eof = True
                     raise OSError(104, say(_CLOSED))
-                if n:
-                    self.received(n, ticks_ms())
+                if not n:
+                    break
+                self.received(n, ticks_ms())
+                if n < len(b):
+                    break
             self._flush(ticks_ms())
         except Exception as e:  # the application's too: its callback failed (MQTT-4.8.0-2)
             self._failed(e)

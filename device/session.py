@@ -111,7 +111,8 @@ _S_UNSUB = const(3)  # UNSUBSCRIBE due
 _S_UNSUBACK = const(4)
 _S_ACTIVE = const(5)
 
-_BUF = const(128)  # bytes of tx and of rx, whatever max_packet (see __init__)
+_TX = const(128)  # bytes of tx and of rx, whatever max_packet (see __init__); rx is
+_RX = const(256)  # the larger: received bytes cost a read per buffer (bench/client.py's rate)
 _DELTA = const(100)  # ms of slack on keepalive checks, as Paho
 _PING_DUE = const(-2)  # _ping_at: a PINGREQ is due (-1: none out; else when it was written)
 
@@ -170,8 +171,8 @@ class Session:
         # than rx is read into a buffer of its own, dropped once it is handled. A store loads
         # whole packets into tx: with one, tx holds max_packet.
         self.max_packet = max_packet
-        self.tx = bytearray(max_packet if store is not None else min(max_packet, _BUF))
-        self._rs = self._rb = bytearray(min(max_packet, _BUF))  # received bytes, handled where they lie
+        self.tx = bytearray(max_packet if store is not None else min(max_packet, _TX))
+        self._rs = self._rb = bytearray(min(max_packet, _RX))  # received bytes, handled where they lie
         self._rmv = memoryview(self._rb)
         self._rp = self._re = 0  # the unhandled bytes are _rb[_rp:_re]
         self._pub_topic = None  # the last topic publish() checked (bytes: checked for good)
