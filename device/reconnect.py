@@ -18,8 +18,9 @@ try:
 except ImportError:
     from .cpython import const, ticks_diff
 
+import sys
+
 from .errors import MQTTException, say
-from .errkinds import ConnectRefused  # reconnect=True tells refusals apart: loaded with it
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _TAKEN_OVER = const(16)
@@ -52,7 +53,9 @@ def went_down(s, now):
 
 def retry(s, why):
     """-> ms to wait before the next attempt; raises when there will be none."""
-    if isinstance(why, ConnectRefused) and why.args[0] != 3:
+    # ConnectRefused (errkinds.py) is loaded by the refusal raised: not loaded, not one
+    ek = sys.modules.get("fleetwire.errkinds")
+    if ek and isinstance(why, ek.ConnectRefused) and why.args[0] != 3:
         s.reconnect = False
         raise why
     if s._kicks_max and s._kicks >= s._kicks_max:

@@ -54,6 +54,24 @@ def test_connack_refusal_is_named():
         eq(s.state, DISCONNECTED)
 
 
+def test_reconnecting_by_itself_goes_on_after_server_unavailable_and_stops_at_any_other_refusal():
+    for rc, again in ((3, True), (1, False), (2, False), (4, False), (5, False)):
+        s = session(reconnect=True)
+        s.lost(1000, OSError(104))  # the link that had its CONNACK went down: retried
+        start(s, 2000)
+        e = None
+        try:
+            recv(s, P.Connack(False, rc), now=2000)
+        except ConnectRefused as err:
+            e = err
+        assert e is not None, rc
+        if again:
+            assert s.lost(2000, e) > 0  # ms to wait before the next attempt
+        else:
+            eq(raises(ConnectRefused, s.lost, 2000, e), e)  # the program is told
+            eq(s.reconnect, False)
+
+
 def test_connack_reports_session_present():
     seen = []
     s = Session(b"dev", clean_session=False)
