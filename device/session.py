@@ -468,6 +468,8 @@ class Session:
             self._handled += 1  # wait_msg() and check_msg() tell by these
             self._op = b[p]
             self._handle(b[p], i, n)
+        if self._rb is not self._rs:
+            self.rx()  # a long packet, handled: its buffer goes now, not at the next read
         return k
 
     def receive(self, data, now):
