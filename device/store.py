@@ -5,15 +5,16 @@
 #
 # A store holds QoS 1/2 messages from publish() until they complete, and the ids of
 # inbound QoS 2 messages until PUBREL, so both survive a reset. What it offers:
-#   open(max_packet, on_move)  mount; after it, .window [(handle, pid, state, seq, first
-#                       byte)] (written, not complete, oldest first), .inbound [(handle,
-#                       pid, body)] and .last_pid hold what was restored;
-#                       on_move(old, new) is called when a live record moves
+#   open(max_packet, on_move)  mount; after it, .window [[seq, handle, kind, state, pid]]
+#                       holds what was restored, oldest first: kind is the PUBLISH's first
+#                       byte of a message written and not complete, or IN for an inbound id;
+#                       .last_pid the highest packet id stored. on_move(old, new) is
+#                       called when a live record moves
 #   add(topic, msg, qos, retain, pid) -> handle   raises StoreFull, leaving all as it was
-#   add_inbound(pid, body, n) -> handle            an inbound QoS 2 id (n = 0: no body)
+#   add_inbound(pid) -> handle   an inbound QoS 2 id (further arguments are ignored)
 #   end(handle, bit)    the state the bit names is over (flash can only clear bits)
-#   backlog             records never written; next_unsent() -> the oldest one's handle
-#                       (-1: none) and .pk_pid its packet id; in_backlog(pid)
+#   backlog             records never written; .cur the oldest one's handle and .pk_pid
+#                       its packet id; in_backlog(pid)
 #   load(handle, buf) -> n    the stored PUBLISH packet into buf
 #   message(handle) -> (topic, msg)   (allocates: for on_discarded)
 #   forget_inbound(pid)  the inbound record of pid is over (its handle is not known)
@@ -37,6 +38,7 @@ class StoreFull(MQTTException):
 UNSENT = const(1)  # never written to a connection (after it: resent with DUP)
 AWAIT_REC = const(2)  # QoS 2, no PUBREC yet (after it: only PUBREL is sent, MQTT-4.3.3-1)
 LIVE = const(4)  # not complete (cleared: the record is dead, its space reusable)
+_IN = const(0x5A)  # the kind of an inbound QoS 2 id in .window
 
 
 def open_store(store):
@@ -70,9 +72,12 @@ def attach(s, store):
     s.need_renew()  # what is restored is in flight: renewed at CONNACK
     # Paho's restore: what was written goes in flight again (PUBREL if PUBREC came, else
     # PUBLISH with DUP), oldest first; inbound QoS 2 ids wait for PUBREL.
-    for h, pid, state, _, first in store.window:
-        if first & 6 == 4 or not state & AWAIT_REC:
+    for _, h, first, state, pid in store.window:
+        if first == _IN or first & 6 == 4 or not state & AWAIT_REC:
             s.need_qos2()
+        if first == _IN:
+            s._q2.restore(s, pid, h)
+            continue
         i = s._slot(s._n)
         s._n += 1
         s._m[i] = h
@@ -81,20 +86,15 @@ def attach(s, store):
         s.inflight += 1
         s._c = s._n
     store.window = None
-    if store.inbound:
-        s.need_qos2()
-    for h, pid, _ in store.inbound:
-        s._q2.restore(s, pid, h)
-    store.inbound = None
     s._last_pid = store.last_pid
 
 
 def pack_stored(s):
     # the oldest stored message never written, into tx and a slot at the ring's end
     st = s.store
-    h = st.next_unsent() if st.backlog else -1
-    if h < 0:
+    if not st.backlog:
         return 0
+    h = st.cur
     if s._n == len(s._f):
         s._compact()  # gaps left by acks out of order (a slot is free: the window has room)
     pid = st.pk_pid

@@ -391,7 +391,11 @@ def check_forked_sweep(sw, at_least):
     for phase, row in sw.tally.items():
         lost, resurrected, duplicated, again, reordered, errors = row[1:]
         assert not (lost or resurrected or reordered or errors), (phase, row, sw.errors[:3])
-        assert not duplicated or phase.startswith("in_publish:"), (phase, row, sw.errors[:3])
+        assert not duplicated or phase.startswith("in_publish:") or phase.endswith("1st cut in in_publish"), (
+            phase,
+            row,
+            sw.errors[:3],
+        )
     assert "restore: move: copy" in sw.tally or sw.kind != "ring", "no cut hit a move the mount finishes"
     assert sw.replay() == [], "a fork and a plain replay of the same cut disagree"
 
