@@ -113,9 +113,7 @@ class RingStore:
                     dev.readblocks(b, c, off)
                     if min(c) == 0xFF:
                         break  # free from here
-                    ok = 0
-                else:
-                    ok = 2 <= k and r <= bm and off + r <= bs
+                ok = 2 <= k and r <= bm and off + r <= bs
                 if ok:
                     c = tv[: k - 2]
                     dev.readblocks(b, c, off + _HEAD)
@@ -142,7 +140,6 @@ class RingStore:
                             self.pk_pid = pid
                         self.backlog += 1
             self.head = b
-            self.hmax = bm
             self.wp = min(off, bs)
         self.seq = s = (last + 1) & 0xFFFF
         # A move cut between the copy and the original's mark leaves both, alike: keep one.
@@ -150,7 +147,7 @@ class RingStore:
         keep = []
         for r in window:
             if keep and keep[-1][0] == r[0]:
-                self._set(keep.pop()[1], LIVE)
+                self.end(keep.pop()[1], LIVE)
             keep.append(r)
         # Finish a move that a power cut interrupted, if it fits.
         t = (self.head + 1) % n
@@ -164,6 +161,8 @@ class RingStore:
             self.on_move = moved
             self._live(t, 1)
             self.on_move = on_move
+        if used and bm < rmax:
+            self.wp = bs  # records may now be longer than the head block allows: a new one
         self.window = keep
 
     # ---- what the session calls
@@ -188,7 +187,7 @@ class RingStore:
         if self.used:  # from the oldest block in use
             a = self._find((self.head - self.used + 1) % self.nblocks * self.bs + _FIRST, pid)
             if a >= 0:
-                self._set(a, LIVE)
+                self.end(a, LIVE)
 
     def in_backlog(self, pid):
         """True if pid may belong to a stored message not yet sent."""
@@ -223,8 +222,13 @@ class RingStore:
         return n
 
     def end(self, a, bit):
-        """The state bit names (UNSENT, AWAIT_REC, LIVE) is over for the record at a."""
-        self._set(a, bit)
+        """The state bit names (UNSENT, AWAIT_REC, LIVE) is over for the record at a: clear
+        it, programming the AND of what is there (a bit once cleared stays so)."""
+        o = self.one
+        b = a // self.bs
+        self.dev.readblocks(b, o, a % self.bs)
+        o[0] &= ~bit
+        self.dev.writeblocks(b, o, a % self.bs)
         if bit == UNSENT and a == self.cur:
             self.backlog -= 1
             a = self._find(a, -1) if self.backlog else -1
@@ -258,12 +262,39 @@ class RingStore:
     # ---- space
 
     def _put(self, kind, pid, topic, msg):
-        # write a record: its head, the topic, the payload -> its address
+        # write a record (opening a block if it needs one) -> its address
         tl = len(topic)
         k = 2 + tl + len(msg)
         r = (k + 15) & ~3
-        while self.head < 0 or self.wp + r > self.bs or r > self.hmax:
-            self._open_block()  # again if what it moved left no room
+        n = self.nblocks
+        c = 0  # blocks opened: a second if what the first took in left no room
+        while self.head < 0 or self.wp + r > self.bs:
+            # Open the next block. One is kept in reserve: the block after the one opened
+            # must be free, or hold only records that may move (sent, or inbound), which
+            # move into the new block at once. So there is always room to move live
+            # records, and messages never sent can fill all blocks but two.
+            u = self.used
+            nb = (self.head + 1) % n
+            t = (nb + 1) % n
+            if c > 1 or u == n and self._live(nb) or u >= n - 1 and self._live(t) < 0:
+                raise StoreFull(say(_RING_FULL, self.backlog, n, self.bs))
+            while self.torn and self.torn[0][0] // self.bs == nb:
+                self.torn.pop(0)  # the oldest block's, it is reused
+            dev = self.dev
+            dev.writeblocks(nb, b"\0\0\0\0", 0)  # a torn erase then never looks like a block
+            dev.ioctl(6, nb)
+            self.bseq += 1
+            hb = self.hb
+            pack_into("<IHIHH", hb, 0, self.bseq, self.rmax, 0, 0xFFFF, 0xFFFF)
+            pack_into("<I", hb, 6, crc32(hb[:6], _SEED))
+            dev.writeblocks(nb, hb, 0)
+            self.head = nb
+            self.wp = _FIRST
+            if u < n:
+                self.used = u + 1
+            if u >= n - 1:
+                self._live(t, 1)
+            c += 1
         b = self.head
         o = self.wp
         hb = self.hb
@@ -287,35 +318,6 @@ class RingStore:
         self.wp = o + r
         return b * self.bs + o
 
-    def _open_block(self):
-        # One block is kept in reserve: the block after the one opened must be free, or
-        # hold only records that may move (sent, or inbound), which move into the new
-        # block at once. So there is always room to move live records, and messages never
-        # sent can fill all blocks but two.
-        n = self.nblocks
-        u = self.used
-        nb = (self.head + 1) % n
-        t = (nb + 1) % n
-        if u == n and self._live(nb) or u >= n - 1 and self._live(t) < 0:
-            raise StoreFull(say(_RING_FULL, self.backlog, n, self.bs))
-        while self.torn and self.torn[0][0] // self.bs == nb:
-            self.torn.pop(0)  # the oldest block's, it is reused
-        dev = self.dev
-        dev.writeblocks(nb, b"\0\0\0\0", 0)  # a torn erase then never looks like a block
-        dev.ioctl(6, nb)
-        self.bseq += 1
-        hb = self.hb
-        pack_into("<IHIHH", hb, 0, self.bseq, self.rmax, 0, 0xFFFF, 0xFFFF)
-        pack_into("<I", hb, 6, crc32(hb[:6], _SEED))
-        dev.writeblocks(nb, hb, 0)
-        self.head = nb
-        self.hmax = self.rmax
-        self.wp = _FIRST
-        if u < n:
-            self.used = u + 1
-        if u >= n - 1:
-            self._live(t, 1)
-
     def _live(self, b, move=0):
         # The live records of block b -> their bytes, or -1 if one was never sent (moving
         # it would change the order messages go out in); move: copy each into the head
@@ -337,7 +339,7 @@ class RingStore:
                         self.dev.readblocks(b, c, off + i)
                         self.dev.writeblocks(self.head, c, self.wp + i)
                     self.wp += r
-                    self._set(b * bs + off, LIVE)
+                    self.end(b * bs + off, LIVE)
                     self.on_move(b * bs + off, new)
             off = self._next(b, off + r)
         return total
@@ -372,15 +374,6 @@ class RingStore:
             b = (b + 1) % self.nblocks
             off = _FIRST
         return -1
-
-    def _set(self, a, bit):
-        # clear one state bit: program the AND of what is there (a bit once cleared stays so)
-        o = self.one
-        b = a // self.bs
-        a %= self.bs
-        self.dev.readblocks(b, o, a)
-        o[0] &= ~bit
-        self.dev.writeblocks(b, o, a)
 
 
 def _u16(b, i):
