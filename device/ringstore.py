@@ -18,11 +18,12 @@
 # u16 n; u16 packet id; u16 record sequence; then n bytes: the topic length (big-endian,
 # as on the wire), the topic, the payload (inbound: a topic length of 0, nothing else).
 # No buffer of a packet's size is kept: a record longer than _BUF is written as its
-# 14-byte head, the topic and the payload, and load() builds the PUBLISH in the caller's. A record counts
-# only with a good CRC, so a torn write is recognised; the mount notes it (.torn), and
-# whoever walks the block steps rmax bytes past it (the next record was written there).
+# 14-byte head, the topic and the payload, and load() builds the PUBLISH in the caller's.
+# A record counts only with a good CRC, so a torn write is recognised; the mount notes it
+# (.torn), and whoever walks the block steps rmax bytes past it (the next record is there).
+# Making a RingStore and mounting it run once: that code is in mount.py (store.once()).
 from binascii import crc32
-from struct import pack_into, unpack_from
+from struct import pack_into
 
 try:
     from micropython import const
@@ -30,17 +31,15 @@ except ImportError:
     from .cpython import const
 
 from .errors import say
-from .store import StoreFull, UNSENT, LIVE
+from .store import StoreFull, UNSENT, LIVE, once
 
 _HEAD = const(14)  # a record's header and its topic length: what a walk reads
 _BUF = const(128)  # a record up to this long is written at once; moves copy this much at a time
 _FIRST = const(16)  # offset of a block's first record
 _IN = const(0x5A)  # the kind of an inbound QoS 2 record
 _SEED = const(0x2F32)  # a block header's CRC begins from it
+# (mount.py has a copy of these: the mount, the code that runs once, lives there)
 # errors, by their line in reasons.TEXT
-_RING_CRYPT = const(29)
-_RING_SMALL = const(30)
-_RING_BLOCK = const(31)
 _RING_FULL = const(32)
 
 
@@ -49,121 +48,13 @@ class RingStore:
     Give it to MQTTClient(store=...); the client mounts it."""
 
     def __init__(self, device):
-        info = getattr(device, "info", None)  # esp32.Partition: (..., label, encrypted)
-        info = info() if info else ()
-        if len(info) > 5 and info[5]:
-            # Encrypted flash is written in 16-byte units and reads erased bytes as
-            # noise: acknowledging by clearing a bit, and finding free space, fail.
-            raise ValueError(say(_RING_CRYPT, info[4]))
-        self.dev = device
-        self.nblocks = device.ioctl(4, 0)
-        self.bs = device.ioctl(5, 0)
-        if self.nblocks < 3:
-            raise ValueError(say(_RING_SMALL, self.nblocks))
-        self.bv = memoryview(bytearray(_BUF))  # a record or a piece of one
-        self.hb = self.bv[:_HEAD]  # the header read or written last
-        self.one = bytearray(1)  # a state byte
-        self.backlog = self.pk_pid = self.last_pid = 0
-
-    # ---- mounting
+        once("ring", self, device)
 
     def open(self, max_packet, on_move):
         """Scan the partition. What was stored and is not complete is left in .window
         [[seq, handle, kind, state, pid]], oldest first; on_move(old, new) is called
         when a live record moves."""
-        dev = self.dev
-        bs = self.bs
-        n = self.nblocks
-        hb = self.hb
-        self.on_move = on_move
-        rmax = (max_packet + 15) & ~3  # the longest record a packet of max_packet makes
-        if rmax > bs - _FIRST:
-            raise ValueError(say(_RING_BLOCK, max_packet, bs))
-        used = []
-        for b in range(n):
-            dev.readblocks(b, hb, 0)
-            if crc32(hb[:6], _SEED) == unpack_from("<I", hb, 6)[0]:
-                used.append((unpack_from("<I", hb)[0], b, _u16(hb, 4)))
-                rmax = max(rmax, _u16(hb, 4))
-        used.sort()
-        # the blocks in use end at the newest; one left over from anything else is free
-        k = len(used) - 1
-        while k > 0 and used[k - 1][:2] == (used[k][0] - 1, (used[k][1] - 1) % n):
-            k -= 1
-        used = used[k:]
-        self.rmax = rmax  # of the blocks opened from now on: no record they get is longer
-        self.used = len(used)
-        self.bseq = used[-1][0] if used else 0
-        self.head = self.cur = -1
-        self.wp = bs
-        t = bytearray(rmax)  # for the scan only
-        tv = memoryview(t)
-        window = []
-        self.torn = []  # (address, offset of the next record) of each torn write, oldest first
-        last = -1
-        for _, b, bm in used:
-            off = _FIRST
-            while off + _HEAD <= bs:
-                dev.readblocks(b, hb, off)
-                m = hb[5]
-                k = _u16(hb, 6)
-                r = (k + 15) & ~3
-                if m == 0xFF:
-                    c = tv[: min(bm, bs - off)]
-                    dev.readblocks(b, c, off)
-                    if min(c) == 0xFF:
-                        break  # free from here
-                ok = 2 <= k and r <= bm and off + r <= bs
-                if ok:
-                    c = tv[: k - 2]
-                    dev.readblocks(b, c, off + _HEAD)
-                    ok = crc32(c, crc32(hb[5:])) == unpack_from("<I", hb, 1)[0]
-                if not ok:
-                    self.torn.append((b * bs + off, off + bm))
-                    off += bm
-                    continue
-                st = hb[0]
-                seq = _u16(hb, 10)
-                pid = _u16(hb, 8)
-                if last < 0 or 0 < (seq - last) & 0xFFFF < 0x8000:
-                    last = seq
-                    if m != _IN:
-                        self.last_pid = pid
-                a = b * bs + off
-                off += r
-                if st & LIVE:
-                    if m == _IN or not st & UNSENT:
-                        window.append([seq, a, m, st, pid])
-                    else:
-                        if self.cur < 0:
-                            self.cur = a
-                            self.pk_pid = pid
-                        self.backlog += 1
-            self.head = b
-            self.wp = min(off, bs)
-        self.seq = s = (last + 1) & 0xFFFF
-        # A move cut between the copy and the original's mark leaves both, alike: keep one.
-        window.sort(key=lambda r: (r[0] - s) & 0xFFFF)
-        keep = []
-        for r in window:
-            if keep and keep[-1][0] == r[0]:
-                self.end(keep.pop()[1], LIVE)
-            keep.append(r)
-        # Finish a move that a power cut interrupted, if it fits.
-        t = (self.head + 1) % n
-        if self.used == n and 0 < self._live(t) <= bs - self.wp:
-
-            def moved(old, new):
-                for r in keep:
-                    if r[1] == old:
-                        r[1] = new
-
-            self.on_move = moved
-            self._live(t, 1)
-            self.on_move = on_move
-        if used and bm < rmax:
-            self.wp = bs  # records may now be longer than the head block allows: a new one
-        self.window = keep
+        once("ring_open", self, max_packet, on_move)
 
     # ---- what the session calls
 

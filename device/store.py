@@ -2,12 +2,13 @@
 # record, and the session's side of it (loaded when the client is built with store=).
 # RingStore (ringstore.py, a raw flash partition), FileStore (filestore.py, files) and
 # RamStore (ramstore.py) implement it; both sides import this module, not each other.
+# What runs once (mounting a store, restoring the session) is in mount.py, run by once().
 #
 # A store holds QoS 1/2 messages from publish() until they complete, and the ids of
 # inbound QoS 2 messages until PUBREL, so both survive a reset. What it offers:
 #   open(max_packet, on_move)  mount; after it, .window [[seq, handle, kind, state, pid]]
 #                       holds what was restored, oldest first: kind is the PUBLISH's first
-#                       byte of a message written and not complete, or IN for an inbound id;
+#                       byte of a message written and not complete, 0x5A for an inbound id;
 #                       .last_pid the highest packet id stored. on_move(old, new) is
 #                       called when a live record moves
 #   add(topic, msg, qos, retain, pid) -> handle   raises StoreFull, leaving all as it was
@@ -26,9 +27,6 @@ except ImportError:
 
 from .errors import MQTTException
 
-# errors, by their line in reasons.TEXT (a number costs a board no interned name)
-_STORE_ARG = const(9)
-
 
 class StoreFull(MQTTException):
     """The message store has no room; what it holds is kept. Connect, or publish less."""
@@ -38,25 +36,6 @@ class StoreFull(MQTTException):
 UNSENT = const(1)  # never written to a connection (after it: resent with DUP)
 AWAIT_REC = const(2)  # QoS 2, no PUBREC yet (after it: only PUBREL is sent, MQTT-4.3.3-1)
 LIVE = const(4)  # not complete (cleared: the record is dead, its space reusable)
-_IN = const(0x5A)  # the kind of an inbound QoS 2 id in .window
-
-
-def open_store(store):
-    """store= of the client: a directory path (FileStore), a block device such as an
-    esp32.Partition (RingStore), or a store object."""
-    if hasattr(store, "add"):
-        return store
-    if isinstance(store, str):
-        from .filestore import FileStore
-
-        return FileStore(store)
-    if hasattr(store, "readblocks"):
-        from .ringstore import RingStore
-
-        return RingStore(store)
-    from .errors import say
-
-    raise ValueError(say(_STORE_ARG))
 
 
 # ---- the session's side (s is the Session)
@@ -65,28 +44,25 @@ def open_store(store):
 def attach(s, store):
     import sys
 
-    store = open_store(store)
-    s.store = store
     s._st = sys.modules[__name__]
-    store.open(len(s.tx), lambda old, new: _moved(s, old, new))
-    s.need_renew()  # what is restored is in flight: renewed at CONNACK
-    # Paho's restore: what was written goes in flight again (PUBREL if PUBREC came, else
-    # PUBLISH with DUP), oldest first; inbound QoS 2 ids wait for PUBREL.
-    for _, h, first, state, pid in store.window:
-        if first == _IN or first & 6 == 4 or not state & AWAIT_REC:
-            s.need_qos2()
-        if first == _IN:
-            s._q2.restore(s, pid, h)
-            continue
-        i = s._slot(s._n)
-        s._n += 1
-        s._m[i] = h
-        s._p[i] = pid
-        s._f[i] = (first >> 1 & 3) | (4 if first & 1 else 0) | (16 if state & AWAIT_REC else 24)
-        s.inflight += 1
-        s._c = s._n
-    store.window = None
-    s._last_pid = store.last_pid
+    once("attach", s, store, lambda old, new: _moved(s, old, new))
+
+
+def once(f, *args):
+    # mount.f(*args): code that runs once is loaded for the call and dropped after it, so
+    # a board keeps in RAM only the code that goes on running
+    import sys
+
+    k = __name__[:-5] + "mount"
+    had = k in sys.modules
+    from . import mount
+
+    try:
+        return getattr(mount, f)(*args)
+    finally:
+        if not had:
+            del sys.modules[k]
+            delattr(sys.modules[k[:-6]], "mount")
 
 
 def pack_stored(s):
