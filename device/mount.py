@@ -1,5 +1,6 @@
 # What a client with store= runs once: making a RingStore (its partition's checks), mounting
-# a ring (the scan of the partition) and restoring the session from what a store held.
+# a ring (the scan of the partition), restoring the session from what a store held, and
+# RingStore.clear().
 # store.once() loads this module for the call and drops it after, so a board keeps in RAM
 # only the code that goes on running. The ring's format is described in ringstore.py.
 from binascii import crc32
@@ -84,6 +85,16 @@ def ring(rs, device):
     rs.hb = rs.bv[:_HEAD]  # the header read or written last
     rs.one = bytearray(1)  # a state byte
     rs.backlog = rs.pk_pid = rs.last_pid = 0
+
+
+def ring_clear(rs):
+    """RingStore.clear(): zero the blocks' headers, oldest first (a cut leaves the newest)."""
+    for k in range(rs.used):
+        rs.dev.writeblocks((rs.head - rs.used + 1 + k) % rs.nblocks, b"\0\0\0\0", 0)
+    rs.used = rs.backlog = 0
+    rs.head = rs.cur = -1
+    rs.torn = []
+    rs.wp = rs.bs
 
 
 def ring_open(rs, max_packet, on_move):
