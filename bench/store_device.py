@@ -67,9 +67,8 @@ for i in range(warm + n):
         gc.collect()
         a0 = gc.mem_alloc()
         t0 = time.ticks_us()
-    s.publish(topic, msg, 1)
-    k = s.pack(0)
-    pids.append(s._pid[s._infl_tail])
+    pids.append(s.publish(topic, msg, 1))
+    s.pack(0)
     if len(pids) >= outstanding:
         wire.pack_ack(ackb, PUBACK, pids.pop(0))
         s.receive(ackb, 0)

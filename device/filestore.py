@@ -13,12 +13,23 @@ import os
 from binascii import crc32
 from struct import pack_into
 
+try:
+    from micropython import const
+except ImportError:
+    from .cpython import const
+
 from .codec import wire
+from .errors import say
 from .store import StoreFull, UNSENT, AWAIT_REC, LIVE
 
-_HDR = 12
-_OUT = 0xA5
-_IN = 0x5A
+_HDR = const(12)
+_OUT = const(0xA5)
+_IN = const(0x5A)
+# errors, by their line in reasons.TEXT
+_FILES_FULL = const(33)
+_FS_RESERVE = const(34)
+_FS_FULL = const(35)
+_REC_GONE = const(36)
 
 
 class FileStore:
@@ -49,7 +60,7 @@ class FileStore:
         window = []
         ins = []
         self._files = 0
-        self._cur = self._last = -1
+        self.cur = self._last = -1
         top = -1
         top_out = -1
         bad = []
@@ -73,8 +84,8 @@ class FileStore:
                 self.last_pid = self._buf[4] | self._buf[5] << 8
             if c == "q":
                 self.backlog += 1
-                if self._cur < 0 or seq < self._cur:
-                    self._cur = seq
+                if self.cur < 0 or seq < self.cur:
+                    self.cur = seq
                     self.pk_pid = self._buf[4] | self._buf[5] << 8
                 self._last = max(self._last, seq)
             else:
@@ -87,11 +98,10 @@ class FileStore:
         self.window = []
         for seq, c, pid, first in window:
             st = 0xFF & ~UNSENT & (~AWAIT_REC if c == "r" else 0xFF)
-            self.window.append((seq, pid, st, seq, first))
-        self.inbound = []
+            self.window.append([seq, seq, first, st, pid])
         for seq in ins:
-            n = self._read(self._name("i", seq))
-            self.inbound.append((seq, self._buf[4] | self._buf[5] << 8, bytes(self._body[:n])))
+            self._read(self._name("i", seq))
+            self.window.append([seq, seq, _IN, LIVE, self._buf[4] | self._buf[5] << 8])
 
     def _read(self, path):
         # read a record file into self._buf -> body length, -1 if it is not whole
@@ -112,15 +122,10 @@ class FileStore:
 
     def _write(self, c, seq, magic, n, pid):
         if self._files >= self.max_files:
-            raise StoreFull(
-                "message store full: %d files in %s (max_files=%d)" % (self._files, self.dir, self.max_files)
-            )
+            raise StoreFull(say(_FILES_FULL, self._files, self.dir, self.max_files))
         if self._free_blocks() < self.reserve:
             # keep room to rename and remove: LittleFS needs free blocks for those too
-            raise StoreFull(
-                "message store full: fewer than %d free blocks left on the filesystem "
-                "holding %s" % (self.reserve, self.dir)
-            )
+            raise StoreFull(say(_FS_RESERVE, self.reserve, self.dir))
         b = self._buf
         b[0] = magic
         b[1] = 0xFF
@@ -142,9 +147,7 @@ class FileStore:
             except OSError:
                 pass
             if self._full(e):
-                raise StoreFull(
-                    "message store full: the filesystem holding %s has no room (%s)" % (self.dir, e)
-                )
+                raise StoreFull(say(_FS_FULL, self.dir, e))
             raise
         self._files += 1
 
@@ -168,22 +171,18 @@ class FileStore:
         self._write("q", seq, _OUT, n, pid)
         self._next += 1
         if self.backlog == 0:
-            self._cur = seq
+            self.cur = seq
             self.pk_pid = pid
         self._last = seq
         self.backlog += 1
         self.last_pid = pid
         return seq
 
-    def add_inbound(self, pid, body, n):
+    def add_inbound(self, pid, *_):
         seq = self._next
-        self._body[:n] = body[:n]
-        self._write("i", seq, _IN, n, pid)
+        self._write("i", seq, _IN, 0, pid)
         self._next += 1
         return seq
-
-    def next_unsent(self):
-        return self._cur if self.backlog else -1
 
     def in_backlog(self, pid):
         if not self.backlog:
@@ -196,7 +195,7 @@ class FileStore:
             if n >= 0:
                 buf[:n] = self._body[:n]
                 return n
-        raise OSError("stored record %d is missing" % seq)
+        raise OSError(say(_REC_GONE, seq))
 
     def end(self, seq, bit):
         if bit == LIVE:
@@ -209,11 +208,11 @@ class FileStore:
                     pass
         elif bit == UNSENT:
             os.rename(self._name("q", seq), self._name("s", seq))
-            if seq == self._cur:
+            if seq == self.cur:
                 self.backlog -= 1
-                self._cur += 1
-                while self.backlog and self._cur <= self._last and self._read(self._name("q", self._cur)) < 0:
-                    self._cur += 1  # an inbound record took this number
+                self.cur += 1
+                while self.backlog and self.cur <= self._last and self._read(self._name("q", self.cur)) < 0:
+                    self.cur += 1  # an inbound record took this number
                 if self.backlog:
                     self.pk_pid = self._buf[4] | self._buf[5] << 8
         elif bit == AWAIT_REC:
@@ -244,7 +243,7 @@ class FileStore:
             os.remove(self.dir + "/" + name)
         self._files = 0
         self.backlog = 0
-        self._cur = -1
+        self.cur = -1
 
 
 def _names(d):

@@ -3,7 +3,15 @@
 # copies: the application may reuse its buffers after publish() returns.
 # Without any store= the client keeps up to queue_size messages by reference in
 # RAM, which costs less; RamStore is for a byte-bounded offline queue.
+try:
+    from micropython import const
+except ImportError:
+    from .cpython import const
+
+from .errors import say
 from .ringstore import RingStore
+
+_RAM_SMALL = const(37)  # an error, by its line in reasons.TEXT
 
 
 class _RamBlocks:
@@ -39,5 +47,5 @@ class RamStore(RingStore):
 
     def __init__(self, size=16384, block_size=2048):
         if size // block_size < 3:
-            raise ValueError("a RamStore needs at least 3 blocks of block_size bytes")
+            raise ValueError(say(_RAM_SMALL))
         super().__init__(_RamBlocks(size // block_size, block_size))

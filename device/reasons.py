@@ -32,4 +32,13 @@ rx_mem     .             no memory to keep the id of inbound QoS 2 message %d un
 suback_cnt MQTT-3.8.4-5 SUBACK with %d return codes for a SUBSCRIBE of one topic filter
 stray_ack  .             %T for packet id %d, which is not awaiting one
 acks_full  .             too many acknowledgements waiting to be written
+ring_crypt .             partition %r is encrypted: the ring store needs a plain data partition (no 'encrypted' flag in the partition table); FileStore works on an encrypted filesystem
+ring_small .             the ring store needs a partition of at least 3 blocks, this one has %d
+ring_block .             max_packet %d does not fit a %d-byte flash block
+ring_full  .             message store full: %d messages wait to be sent; the partition has %d blocks of %d bytes
+files_full .             message store full: %d files in %s (max_files=%d)
+fs_reserve .             message store full: fewer than %d free blocks left on the filesystem holding %s
+fs_full    .             message store full: the filesystem holding %s has no room (%s)
+rec_gone   .             stored record %d is missing
+ram_small  .             a RamStore needs at least 3 blocks of block_size bytes
 """

@@ -2,18 +2,20 @@
 # record, and the session's side of it (loaded when the client is built with store=).
 # RingStore (ringstore.py, a raw flash partition), FileStore (filestore.py, files) and
 # RamStore (ramstore.py) implement it; both sides import this module, not each other.
+# What runs once (mounting a store, restoring the session) is in mount.py, run by once().
 #
 # A store holds QoS 1/2 messages from publish() until they complete, and the ids of
 # inbound QoS 2 messages until PUBREL, so both survive a reset. What it offers:
-#   open(max_packet, on_move)  mount; after it, .window [(handle, pid, state, seq, first
-#                       byte)] (written, not complete, oldest first), .inbound [(handle,
-#                       pid, body)] and .last_pid hold what was restored;
-#                       on_move(old, new) is called when a live record moves
+#   open(max_packet, on_move)  mount; after it, .window [[seq, handle, kind, state, pid]]
+#                       holds what was restored, oldest first: kind is the PUBLISH's first
+#                       byte of a message written and not complete, 0x5A for an inbound id;
+#                       .last_pid the highest packet id stored. on_move(old, new) is
+#                       called when a live record moves
 #   add(topic, msg, qos, retain, pid) -> handle   raises StoreFull, leaving all as it was
-#   add_inbound(pid, body, n) -> handle            an inbound QoS 2 id (n = 0: no body)
+#   add_inbound(pid) -> handle   an inbound QoS 2 id (further arguments are ignored)
 #   end(handle, bit)    the state the bit names is over (flash can only clear bits)
-#   backlog             records never written; next_unsent() -> the oldest one's handle
-#                       (-1: none) and .pk_pid its packet id; in_backlog(pid)
+#   backlog             records never written; .cur the oldest one's handle and .pk_pid
+#                       its packet id; in_backlog(pid)
 #   load(handle, buf) -> n    the stored PUBLISH packet into buf
 #   message(handle) -> (topic, msg)   (allocates: for on_discarded)
 #   forget_inbound(pid)  the inbound record of pid is over (its handle is not known)
@@ -24,9 +26,6 @@ except ImportError:
     from .cpython import const
 
 from .errors import MQTTException
-
-# errors, by their line in reasons.TEXT (a number costs a board no interned name)
-_STORE_ARG = const(9)
 
 
 class StoreFull(MQTTException):
@@ -39,62 +38,39 @@ AWAIT_REC = const(2)  # QoS 2, no PUBREC yet (after it: only PUBREL is sent, MQT
 LIVE = const(4)  # not complete (cleared: the record is dead, its space reusable)
 
 
-def open_store(store):
-    """store= of the client: a directory path (FileStore), a block device such as an
-    esp32.Partition (RingStore), or a store object."""
-    if hasattr(store, "add"):
-        return store
-    if isinstance(store, str):
-        from .filestore import FileStore
-
-        return FileStore(store)
-    if hasattr(store, "readblocks"):
-        from .ringstore import RingStore
-
-        return RingStore(store)
-    from .errors import say
-
-    raise ValueError(say(_STORE_ARG))
-
-
 # ---- the session's side (s is the Session)
 
 
 def attach(s, store):
     import sys
 
-    store = open_store(store)
-    s.store = store
     s._st = sys.modules[__name__]
-    store.open(len(s.tx), lambda old, new: _moved(s, old, new))
-    s.need_renew()  # what is restored is in flight: renewed at CONNACK
-    # Paho's restore: what was written goes in flight again (PUBREL if PUBREC came, else
-    # PUBLISH with DUP), oldest first; inbound QoS 2 ids wait for PUBREL.
-    for h, pid, state, _, first in store.window:
-        if first & 6 == 4 or not state & AWAIT_REC:
-            s.need_qos2()
-        i = s._slot(s._n)
-        s._n += 1
-        s._m[i] = h
-        s._p[i] = pid
-        s._f[i] = (first >> 1 & 3) | (4 if first & 1 else 0) | (16 if state & AWAIT_REC else 24)
-        s.inflight += 1
-        s._c = s._n
-    store.window = None
-    if store.inbound:
-        s.need_qos2()
-    for h, pid, _ in store.inbound:
-        s._q2.restore(s, pid, h)
-    store.inbound = None
-    s._last_pid = store.last_pid
+    once("attach", s, store, lambda old, new: _moved(s, old, new))
+
+
+def once(f, *args):
+    # mount.f(*args): code that runs once is loaded for the call and dropped after it, so
+    # a board keeps in RAM only the code that goes on running
+    import sys
+
+    k = __name__[:-5] + "mount"
+    had = k in sys.modules
+    from . import mount
+
+    try:
+        return getattr(mount, f)(*args)
+    finally:
+        if not had:
+            del sys.modules[k]
+            delattr(sys.modules[k[:-6]], "mount")
 
 
 def pack_stored(s):
     # the oldest stored message never written, into tx and a slot at the ring's end
     st = s.store
-    h = st.next_unsent() if st.backlog else -1
-    if h < 0:
+    if not st.backlog:
         return 0
+    h = st.cur
     if s._n == len(s._f):
         s._compact()  # gaps left by acks out of order (a slot is free: the window has room)
     pid = st.pk_pid

@@ -317,16 +317,16 @@ class Device:
         w.cur = label
         if self.kind == "ring":
             st = RingStore(self.flash)
-            evacuate = st._evacuate  # labels the flash operations of a move, for the table
+            live = st._live  # labels the flash operations of a move, for the table
 
-            def moving(b):
-                self.moving += 1
+            def moving(b, move=0):
+                self.moving += move
                 try:
-                    evacuate(b)
+                    return live(b, move)
                 finally:
-                    self.moving -= 1
+                    self.moving -= move
 
-            st._evacuate = moving
+            st._live = moving
         else:
             import vfs
 
@@ -367,7 +367,7 @@ class Device:
         if len(buf) == 1:
             return "move: mark the original" if self.moving else "state bit"
         if where % bs == 0:
-            return "block header" if len(buf) == 16 else "retire: zero header"
+            return "block header" if len(buf) > 4 else "retire: zero header"
         return "move: copy" if self.moving else "record"
 
     # ---- what the application does
@@ -661,6 +661,8 @@ class Sweep:
                 def watch(op, where, buf):
                     n = img.ops + 1
                     sub = "restore: %s" % dev.subop(op, where, buf)
+                    if phase.startswith("in_publish:"):
+                        sub += ", 1st cut in in_publish"  # its duplicates are the 1st cut's
                     for p2 in (False, True):
                         self.recover(
                             img.cut_copy(op, where, buf, p2, seed=n, into=self._spare(2, img)),

@@ -393,7 +393,11 @@ def check_forked_sweep(sw, at_least):
     for phase, row in sw.tally.items():
         lost, resurrected, duplicated, again, reordered, errors = row[1:]
         assert not (lost or resurrected or reordered or errors), (phase, row, sw.errors[:3])
-        assert not duplicated or phase.startswith("in_publish:"), (phase, row, sw.errors[:3])
+        assert not duplicated or phase.startswith("in_publish:") or phase.endswith("1st cut in in_publish"), (
+            phase,
+            row,
+            sw.errors[:3],
+        )
     assert "restore: move: copy" in sw.tally or sw.kind != "ring", "no cut hit a move the mount finishes"
     assert sw.replay() == [], "a fork and a plain replay of the same cut disagree"
 
@@ -564,7 +568,29 @@ def check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart(kind):
     assert run.delivered[99] == 1
 
 
+def check_clear_forgets_the_offline_queue_and_the_store_goes_on(kind):
+    f = new_flash(kind)
+    run = Run(f, kind)
+    run.mount()
+    for i in range(30 if kind == "ring" else 8):  # offline (the ring: over a block of it)
+        run.publish(i)
+    run.s.store.clear()
+    assert not run.s.store.backlog and run.s.pending == 0
+    s = restored(f, kind)  # a restart after it: nothing comes back
+    assert packets_out(s) == []
+    s.publish(b"t/s", b"after", 1)
+    assert [p[2] for p in packets_out(s)] == [b"after"]
+
+
 # The same promises from both stores.
+def test_ring_store_clear_forgets_the_offline_queue_and_the_store_goes_on():
+    check_clear_forgets_the_offline_queue_and_the_store_goes_on("ring")
+
+
+def test_file_store_clear_forgets_the_offline_queue_and_the_store_goes_on():
+    check_clear_forgets_the_offline_queue_and_the_store_goes_on("file")
+
+
 def test_ring_store_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewhere():
     check_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewhere("ring")
 
