@@ -21,7 +21,7 @@ from .errors import MQTTException, say
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _RX_MEM = const(25)
 
-# packet types (the codec's wire.CONNACK..., as constants of this module: no lookups)
+# packet types (as packets.CONNACK...: constants of this module, no lookups)
 _PUBREL = const(6)
 _PUBCOMP = const(7)
 _N = const(32)

@@ -75,7 +75,7 @@ _TOO_BIG = const(5)
 _UNEXPECTED = const(23)
 _WILL_TOPIC = const(4)
 
-# packet types (the codec's wire.CONNACK..., as constants of this module: no lookups)
+# packet types (as packets.CONNACK...: constants of this module, no lookups)
 _CONNACK = const(2)
 _PUBLISH = const(3)
 _PUBACK = const(4)
