@@ -264,9 +264,9 @@ def rate(lib, client, what, broker, counter, n):
     return n / (counter.last - t["go"])
 
 
-def run_fed(lib, client, what, broker, topic, payloads, qos, **kw):
+def run_fed(lib, client, what, broker, topic, payloads, qos, more=(), **kw):
     """run_device, with a paho-mqtt publisher that sends payloads to topic once the
-    device prints READY -> the device's result."""
+    device prints READY, and `more` when it prints MORE -> the device's result."""
     import paho.mqtt.client as mqtt
 
     pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
@@ -274,8 +274,8 @@ def run_fed(lib, client, what, broker, topic, payloads, qos, **kw):
     pub.loop_start()
 
     def feed(line):
-        if line == "READY":
-            for p in payloads:
+        if line in ("READY", "MORE"):
+            for p in payloads if line == "READY" else more:
                 pub.publish(topic, p, qos=qos)
 
     try:
@@ -286,8 +286,11 @@ def run_fed(lib, client, what, broker, topic, payloads, qos, **kw):
 
 
 def alloc_rx(lib, client, what, broker, binary=None):
-    """Bytes allocated per received message: 120 messages of 64 B published to the device."""
-    return run_fed(lib, client, what, broker, "bench/rx", [b"r" * 64] * 120, int(what[-1]), binary=binary)
+    """Bytes allocated per received message: 20 messages of 64 B to warm up, then 100 measured
+    (sent once the device has taken the first 20: a client that drains its socket in one call
+    would take them all before measuring)."""
+    m = [b"r" * 64]
+    return run_fed(lib, client, what, broker, "bench/rx", m * 20, int(what[-1]), more=m * 100, binary=binary)
 
 
 def min_heap(lib, client, broker, binary=None):

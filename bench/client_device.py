@@ -67,9 +67,9 @@ def same_socket_option(what):
         c.sock.setsockopt(6, 1, 1 if what.endswith("-nodelay") else 0)  # IPPROTO_TCP, TCP_NODELAY
 
 
-def ready():
-    # tells the host to start publishing
-    print("READY")
+def ready(word="READY"):
+    # tells the host to start publishing (MORE: the rest)
+    print(word)
     if hasattr(sys.stdout, "flush"):
         sys.stdout.flush()
 
@@ -119,11 +119,13 @@ if what in ("alloc0", "alloc1"):
     sys.exit(0)
 
 if what in ("allocrx0", "allocrx1"):
-    # bytes allocated per message received at QoS 0 / 1 (64 B on bench/rx, sent by the
-    # host after READY: 20 to warm up, then 100 measured), the callback only counting
+    # bytes allocated per message received at QoS 0 / 1 (64 B on bench/rx: 20 sent by the
+    # host after READY to warm up, then 100 measured, sent after MORE), the callback only
+    # counting
     got = fed(int(what[-1]))
     while got[0] < 20:
         c.wait_msg()
+    ready("MORE")
     gc.collect()
     gc.disable()
     a = gc.mem_alloc() if MP else 0
