@@ -10,6 +10,8 @@ and peak resident memory. "job s" is the engine's own time for the job (Spark: a
 session is up, tables written; DuckDB: the same tables, `clean` included, computed and written),
 "start s" the JVM and SparkSession start (fixed, not in "job s"), "process s" includes start-up. The
 results are compared (same keys, floats within 1e-6 relative) and the Spark/DuckDB ratio printed.
+For Spark, "task CPU s" is the CPU its tasks used and "JIT s" the CPU the driver JVM's JIT compiler
+threads used during the job: on 2 cores they take it from the tasks.
 """
 
 import argparse
@@ -75,20 +77,41 @@ def measure(cmd, env=None):
 
 
 def spark_work(spark):
-    """(jobs, shuffles, MiB shuffled) of what this session ran: Spark's status store (UI off or on).
-    A shuffle is a stage that wrote shuffle output (one reused by a later job counts once)."""
+    """(jobs, shuffles, MiB shuffled, task CPU s) of what this session ran: Spark's status store (UI
+    off or on). A shuffle is a stage that wrote shuffle output (one reused by a later job counts once);
+    task CPU is the CPU time of the tasks themselves (not the JIT compiler's, the GC's or the driver's)."""
     sc = spark.sparkContext
     store = sc._jsc.sc().statusStore()
     gw = sc._gateway
     jobs = store.jobsList(None).size()
     stages = store.stageList(None, False, False, gw.new_array(gw.jvm.double, 0), None)
-    shuffles = nbytes = 0
+    shuffles = nbytes = task_ns = 0
     for i in range(stages.size()):
         st = stages.apply(i)
+        task_ns += st.executorCpuTime()
         if st.shuffleWriteRecords() > 0:
             shuffles += 1
             nbytes += st.shuffleWriteBytes()
-    return jobs, shuffles, nbytes / 2**20
+    return jobs, shuffles, nbytes / 2**20, task_ns / 1e9
+
+
+def jit_seconds(spark):
+    """CPU seconds the driver JVM's JIT compiler threads (HotSpot's "C1/C2 CompilerThread") have used
+    so far, from /proc: on 2 cores they take CPU from the tasks."""
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                s = f.read()
+        except OSError:
+            continue
+        name = s[s.index("(") + 1 : s.rindex(")")]
+        if name.startswith(("C1 Compi", "C2 Compi")):
+            fields = s[s.rindex(")") + 2 :].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def child_spark(landing, out, fmt, conf=None, incremental=False):
@@ -98,6 +121,7 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
     t = time.time()
     spark = session.build("local[2]", app="bench", extra=conf)
     start = time.time() - t  # JVM and session start: fixed, reported apart from the job
+    jit0 = jit_seconds(spark)
     t = time.time()
     res = job.run(
         spark,
@@ -106,7 +130,8 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
         ),
     )
     secs = time.time() - t
-    jobs, shuffles, mib = spark_work(spark)
+    jit = jit_seconds(spark) - jit0
+    jobs, shuffles, mib, task_cpu = spark_work(spark)
     spark.stop()
     print(
         json.dumps(
@@ -118,6 +143,8 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
                 "jobs": jobs,
                 "shuffles": shuffles,
                 "shuffled_mib": mib,
+                "task_cpu_s": task_cpu,
+                "jit_s": jit,
                 "new_records": res.new_records,
                 "hours": res.hours,
             }
@@ -217,12 +244,15 @@ def incremental_bench(a):
             [sys.executable, os.path.abspath(__file__), "--child", engine, src, dst, a.format] + conf
         )
         print(
-            "  %-46s job %6.1f s, process %6.1f s, CPU %6.1f s, %d Spark jobs, %d shuffles%s"
+            "  %-46s job %6.1f s, process %6.1f s, CPU %6.1f s (tasks %.1f s, JIT %.1f s), %d Spark jobs, "
+            "%d shuffles%s"
             % (
                 what,
                 info["job_s"],
                 wall,
                 cpu,
+                info["task_cpu_s"],
+                info["jit_s"],
                 info["jobs"],
                 info["shuffles"],
                 ", hours rewritten: %d" % len(info["hours"]) if info.get("hours") is not None else "",
@@ -246,22 +276,24 @@ def incremental_bench(a):
     )
     ratio = rows[1][1]["job_s"] / rows[3][1]["job_s"]
     print("\n%d devices, %d days + 1 hour (%s)\n" % (a.devices, a.incremental, a.format))
-    print("| run | records read | job s | process s | CPU s | Spark jobs | shuffles |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | records read | job s | process s | CPU s | task CPU s | JIT s | Spark jobs | shuffles |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for what, r in rows:
         print(
-            "| %s | %s | %.1f | %.1f | %.1f | %d | %d |"
+            "| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %d |"
             % (
                 what,
                 r["new_records"] if r.get("new_records") is not None else r["read"],
                 r["job_s"],
                 r["wall"],
                 r["cpu"],
+                r["task_cpu_s"],
+                r["jit_s"],
                 r["jobs"],
                 r["shuffles"],
             )
         )
-    print("| one hour more / batch over that hour | | %.2fx | | | | |" % ratio)
+    print("| one hour more / batch over that hour | | %.2fx | | | | | | |" % ratio)
 
 
 def main():
@@ -340,8 +372,8 @@ def main():
                     cpu,
                     info.get("read", res["spark"]["read"]) / info["job_s"] / 1000,
                     peak / 2**20,
-                    ", %d Spark jobs, %d shuffles (%.0f MiB)"
-                    % (info["jobs"], info["shuffles"], info["shuffled_mib"])
+                    ", %d Spark jobs, %d shuffles (%.0f MiB), task CPU %.1f s, JIT %.1f s"
+                    % tuple(info[k] for k in ("jobs", "shuffles", "shuffled_mib", "task_cpu_s", "jit_s"))
                     if "jobs" in info
                     else "",
                 ),
@@ -358,14 +390,14 @@ def main():
         )
     print(
         "\n| records | engine | job s | start s | process s | CPU s | rows/s (job) | peak RSS MiB "
-        "| Spark jobs | shuffles (MiB) |"
+        "| Spark jobs | shuffles (MiB) | task CPU s | JIT s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size, res, ratio, same in rows:
         for e in ("spark", "duckdb"):
             r = res[e]
             print(
-                "| %s | %s | %.1f | %s | %.1f | %.1f | %.0f k | %.0f | %s | %s |"
+                "| %s | %s | %.1f | %s | %.1f | %.1f | %.0f k | %.0f | %s | %s | %s | %s |"
                 % (
                     size,
                     e,
@@ -377,10 +409,12 @@ def main():
                     r["peak"] / 2**20,
                     r.get("jobs", ""),
                     "%d (%.0f)" % (r["shuffles"], r["shuffled_mib"]) if "shuffles" in r else "",
+                    "%.1f" % r["task_cpu_s"] if "task_cpu_s" in r else "",
+                    "%.1f" % r["jit_s"] if "jit_s" in r else "",
                 )
             )
         print(
-            "| %s | Spark/DuckDB | %.1fx | | | | | %s | | |"
+            "| %s | Spark/DuckDB | %.1fx | | | | | %s | | | | |"
             % (size, ratio, "same results" if same else "RESULTS DIFFER")
         )
 

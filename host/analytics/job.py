@@ -230,6 +230,9 @@ def batch(spark, store, cfg, p):
 def finish(spark, store, cfg, p, hw, hr, hist, q, newest_ts, first_hour_ms):
     """The tables merged from the hourly partials (device_health, firmware_cohort, outliers),
     the report and quality.json. Returns the report's URI (or None)."""
+    # the hourly partials are small (a few rows per device and hour) and each is read by device_health
+    # and firmware_cohort (hr twice by device_health): kept, instead of aggregating the records again
+    hw, hr = hw.persist(CACHE), hr.persist(CACHE)
     health = metrics.device_health(hw, hr, cfg.silent_after_s, newest_ts, first_hour_ms).persist(CACHE)
     try:
         phase(spark, "device_health")
@@ -238,13 +241,14 @@ def finish(spark, store, cfg, p, hw, hr, hist, q, newest_ts, first_hour_ms):
         write(metrics.firmware_cohort(hr, hist, hw), p.table("firmware_cohort"), single=True)
         phase(spark, "outliers")
         write(metrics.outliers(health, min_cohort=cfg.min_cohort), p.table("outliers"), single=True)
-    finally:
-        health.unpersist()
-    report_path = None
-    if cfg.report:
-        phase(spark, "report")
-        from fleetwire.host.analytics import report
+        report_path = None
+        if cfg.report:
+            phase(spark, "report")
+            from fleetwire.host.analytics import report
 
-        report_path = report.write(spark, store, p.out, hw, hist, q)
+            report_path = report.write(spark, store, p.out, hw, hist, q)
+    finally:
+        for df in (health, hr, hw):
+            df.unpersist()
     store.write_text(storage.join(p.out, "quality.json"), json.dumps(q, indent=2, sort_keys=True))
     return report_path

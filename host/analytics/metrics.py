@@ -127,28 +127,32 @@ def stats(deduped, per_hour=False):
 
 def with_time_columns(df, ts="ts"):
     """hour_ms, and the partition columns date and hour (UTC) of a millisecond timestamp."""
+    return df.withColumns(time_columns(ts))
+
+
+def time_columns(ts="ts"):
+    """{name: column} of with_time_columns(), to add with other columns in one projection (each
+    withColumn is one more plan for Spark to analyse on the driver)."""
     t = F.col(ts)
-    return (
-        df.withColumn("hour_ms", t - F.pmod(t, F.lit(HOUR_MS)))
-        .withColumn("date", F.to_date(F.timestamp_millis(t)))
-        .withColumn("hour", F.pmod(F.floor(t / HOUR_MS), F.lit(24)).cast("int"))
-    )
+    return {
+        "hour_ms": t - F.pmod(t, F.lit(HOUR_MS)),
+        "date": F.to_date(F.timestamp_millis(t)),
+        "hour": F.pmod(F.floor(t / HOUR_MS), F.lit(24)).cast("int"),
+    }
 
 
 def clean_records(deduped):
     """The valid, deduplicated records with the derived columns the tables group by."""
     ts = F.col("ts")
-    c = (
-        deduped.filter(F.col("_problem").isNull())
-        .drop("_problem")
-        .select(*S.FIELD_NAMES, "copies")
-        .withColumn("window_ms", ts - F.pmod(ts, F.lit(S.WINDOW_S * 1000)))
-    )
-    return with_time_columns(c).withColumn(
-        "unexpected",
-        F.when(
-            F.col("reset_cause").isNotNull() & ~F.col("reset_cause").isin(*S.EXPECTED_RESETS), 1
-        ).otherwise(0),
+    c = deduped.filter(F.col("_problem").isNull()).select(*S.FIELD_NAMES, "copies")
+    return c.withColumns(
+        {
+            "window_ms": ts - F.pmod(ts, F.lit(S.WINDOW_S * 1000)),
+            **time_columns(),
+            "unexpected": F.when(
+                F.col("reset_cause").isNotNull() & ~F.col("reset_cause").isin(*S.EXPECTED_RESETS), 1
+            ).otherwise(0),
+        }
     )
 
 
@@ -204,17 +208,18 @@ def windows(clean):
         )
         .join(objs.hint("shuffle_hash"), ["device_id", "window_ms"])
     )
-    w = (
-        w.withColumn("latency_p50", _nearest_rank("_lat", 0.5))
-        .withColumn("latency_p95", _nearest_rank("_lat", 0.95))
-        .drop("_lat")
-        .withColumn("dup_records", F.col("records") - F.col("distinct_seq"))
-        .withColumn("coverage", F.col("distinct_seq") / (F.lit(float(S.WINDOW_S)) / F.col("period_s")))
-        .withColumn("loss_rate", 1 - F.col("distinct_seq") / (F.col("max_seq") - F.col("min_seq") + 1))
-        .withColumn("heap_delta", F.col("_heap_last") - F.col("_heap_first"))
-        .withColumn("window_start", F.timestamp_millis(F.col("window_ms")))
-    )
-    return with_time_columns(w, "window_ms")
+    return w.withColumns(
+        {
+            "latency_p50": _nearest_rank("_lat", 0.5),
+            "latency_p95": _nearest_rank("_lat", 0.95),
+            "dup_records": F.col("records") - F.col("distinct_seq"),
+            "coverage": F.col("distinct_seq") / (F.lit(float(S.WINDOW_S)) / F.col("period_s")),
+            "loss_rate": 1 - F.col("distinct_seq") / (F.col("max_seq") - F.col("min_seq") + 1),
+            "heap_delta": F.col("_heap_last") - F.col("_heap_first"),
+            "window_start": F.timestamp_millis(F.col("window_ms")),
+            **time_columns("window_ms"),
+        }
+    ).drop("_lat")
 
 
 def link(win, before=None):
@@ -399,8 +404,11 @@ def device_health(hw, hr, silent_after_s, newest_ts, first_hour_ms):
     # per boot, the hours' co-moments combined about the boot's means (Chan et al.'s pairwise formula)
     per_boot = Window.partitionBy("device_id", "boot_id")
     n = F.sum("hn").over(per_boot)
-    b = hr.withColumn("_mu", F.sum(F.col("hn") * F.coalesce("hu", F.lit(0.0))).over(per_boot) / n).withColumn(
-        "_mh", F.sum(F.col("hn") * F.coalesce("hh", F.lit(0.0))).over(per_boot) / n
+    b = hr.withColumns(
+        {
+            "_mu": F.sum(F.col("hn") * F.coalesce("hu", F.lit(0.0))).over(per_boot) / n,
+            "_mh": F.sum(F.col("hn") * F.coalesce("hh", F.lit(0.0))).over(per_boot) / n,
+        }
     )
     du, dh = F.col("hu") - F.col("_mu"), F.col("hh") - F.col("_mh")
     has = F.col("hn") > 0
@@ -496,17 +504,21 @@ def firmware_cohort(hr, hist, hw):
     c = (
         c.filter(F.col("devices").isNotNull())
         .join(release_percentiles(hist), "fw_version", "left")
-        .withColumn("crash_free_hours_pct", 100.0 * F.col("crash_free_hours") / F.col("device_hours"))
-        .withColumn("reconnects_per_device_hour", F.col("reconnects") / F.col("device_hours"))
+        .withColumns(
+            {
+                "crash_free_hours_pct": 100.0 * F.col("crash_free_hours") / F.col("device_hours"),
+                "reconnects_per_device_hour": F.col("reconnects") / F.col("device_hours"),
+            }
+        )
     )
     order = Window.orderBy(version_key(), "fw_version")
-    c = (
-        c.withColumn("prev_fw_version", F.lag("fw_version").over(order))
-        .withColumn(
-            "crash_free_hours_pct_delta",
-            F.col("crash_free_hours_pct") - F.lag("crash_free_hours_pct").over(order),
-        )
-        .withColumn("mean_loss_rate_delta", F.col("mean_loss_rate") - F.lag("mean_loss_rate").over(order))
+    c = c.withColumns(  # one window over the releases for the three lags
+        {
+            "prev_fw_version": F.lag("fw_version").over(order),
+            "crash_free_hours_pct_delta": F.col("crash_free_hours_pct")
+            - F.lag("crash_free_hours_pct").over(order),
+            "mean_loss_rate_delta": F.col("mean_loss_rate") - F.lag("mean_loss_rate").over(order),
+        }
     )
     return c.select(
         "fw_version",
