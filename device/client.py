@@ -243,7 +243,7 @@ class MQTTClient(Session):
                 else:
                     self._poll.poll(timeout_ms)
             # read while the buffer comes back full (more is waiting): the small buffer
-            # costs a read, not a turn of the loop, per 128 bytes
+            # costs a read, not a turn of the loop, per buffer
             while self.room():
                 b = self.rx()
                 n = self._recv(b)

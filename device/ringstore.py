@@ -30,6 +30,7 @@ try:
 except ImportError:
     from .cpython import const
 
+from .codec.wire import _header  # the codec's fixed-header writer (its varint)
 from .errors import say
 from .store import StoreFull, UNSENT, LIVE, once
 
@@ -93,15 +94,8 @@ class RingStore:
         hb = self.hb
         dev = self.dev
         dev.readblocks(b, hb, a)
-        buf[0] = hb[5]
         k = _u16(hb, 6)  # the topic length, the topic and the payload
-        n = k + 2  # and the packet id: the remaining length
-        i = 1
-        while n > 127:
-            buf[i] = n & 127 | 128
-            n >>= 7
-            i += 1
-        buf[i] = n
+        i = _header(buf, hb[5], k + 2) - 1  # the fixed header; then the packet id follows
         p = i + 3 + (hb[12] << 8 | hb[13])  # where the packet id goes
         n = i + 3 + k
         mv = memoryview(buf)
