@@ -74,6 +74,7 @@ _SUBS_FULL = const(8)
 _TOO_BIG = const(5)
 _UNEXPECTED = const(23)
 _WILL_TOPIC = const(4)
+_LONG_HEAD = const(38)
 
 # packet types (as packets.CONNACK...: constants of this module, no lookups)
 _CONNACK = const(2)
@@ -114,6 +115,7 @@ _S_ACTIVE = const(5)
 _TX = const(128)  # bytes of tx and of rx, whatever max_packet (see __init__); rx is
 _RX = const(256)  # the larger: received bytes cost a read per buffer (bench/client.py's rate)
 _DELTA = const(100)  # ms of slack on keepalive checks, as Paho
+_MAX = const(268435460)  # the longest packet MQTT can frame
 _PING_DUE = const(-2)  # _ping_at: a PINGREQ is due (-1: none out; else when it was written)
 
 
@@ -126,8 +128,8 @@ class Session:
     will = None  # (topic, msg, qos, retain)
     store = _q2 = _rc = _rn = None  # the store, and the feature modules once loaded
     tail = None  # the payload of the packet in tx, written after tx[:length - len(tail)]
-    retained = False  # the message being delivered: its retain flag and QoS
-    qos = dropped = 0
+    retained = False  # the message being delivered: its retain flag, QoS, and the bytes
+    qos = rest = dropped = 0  # of it still to come after this piece (see _publish_in)
     drop_oldest = reconnect = False
 
     def __init__(
@@ -406,6 +408,11 @@ class Session:
         was = self.state
         self.state = DISCONNECTED
         self._fc = self._rp = self._re = 0
+        if self.rest:  # a message cut off: the broker sends it again whole (QoS 1/2), so a
+            self.rest = 0  # QoS 2 id taken for it is no repeat
+            lp = self._lp
+            if lp >> 18 & 3 == 2 and not lp & 0x10000 and self._q2:
+                self._q2.forget(self, lp & 0xFFFF)
         self._ping_at = -1
         if was == CONNECTED and self._rc:
             self._rc.went_down(self, now)
@@ -445,29 +452,53 @@ class Session:
             b = self._rb
             p = self._rp
             e = self._re
+            r = self.rest
+            if r:  # more of a message longer than max_packet: delivered as it comes
+                if p == e:
+                    break
+                c = min(r, e - p)
+                self._rp = p + c
+                if r == c:
+                    self._handled += 1
+                    k += 1
+                self._publish_in(0, p, c)
+                continue
             if e - p < 2:
                 break
             try:
-                x = wire.frame(b, p, e, self.max_packet)
+                x = wire.frame(b, p, e, _MAX if b[p] >> 4 == _PUBLISH else self.max_packet)
             except CodecError as err:
                 raise errors.ProtocolError(say(_MALFORMED, err))
+            if x < 0:
+                break
             i = p + (x & 7)
-            n = x >> 3
-            if x < 0 or i + n > e:
-                if x >= 0 and i + n - p > len(b):
+            h = i + (x >> 3)  # the packet's end
+            need = h
+            if h - p > self.max_packet:
+                # A PUBLISH longer than max_packet (MQTT sets no limit, and refusing it would
+                # end the link on every redelivery): acted on once its topic and packet id are
+                # in, its payload handed to the callback in pieces as they arrive
+                need = i + 2
+                if e >= need:
+                    need = min(h, need + (b[i] << 8 | b[i + 1]) + (2 if b[p] & 6 else 0))
+                    if need - p > self.max_packet:
+                        raise errors.ProtocolError(say(_LONG_HEAD, h - p, self.max_packet))
+            if need > e:
+                if need - p > len(b):
                     # longer than rx: read into a buffer of its size (max_packet at most)
-                    b = bytearray(i + n - p)
+                    b = bytearray(need - p)
                     b[: e - p] = self._rmv[p:e]
                     self._rb = b
                     self._rmv = memoryview(b)
                     self._rp = 0
                     self._re = e - p
                 break
-            k += 1
-            self._rp = i + n  # before acting: a callback may run the loop again
-            self._handled += 1  # wait_msg() and check_msg() tell by these
+            if h <= e:
+                k += 1
+                self._handled += 1  # wait_msg() and check_msg() tell by these
+            self._rp = min(h, e)  # before acting: a callback may run the loop again
             self._op = b[p]
-            self._handle(b[p], i, n)
+            self._handle(b[p], i, h - i)
         if self._rb is not self._rs:
             self.rx()  # a long packet, handled: its buffer goes now, not at the next read
         return k
@@ -558,7 +589,7 @@ class Session:
         if st != CONNECTED:
             return 60000
         wait = 60000
-        if self._rp != self._re and self.room():
+        if (self._rp != self._re or self.rest) and self.room():
             # A packet begun is finished within the timeout, keepalive or not: a link that
             # stops half-way through one is dead (waiting for the next packet may be endless).
             wait = self.timeout_ms - ticks_diff(now, self.last_in)
@@ -646,50 +677,70 @@ class Session:
                 self._wake()
 
     def _publish_in(self, first, i, n):
+        # A PUBLISH from b[i], n bytes of its body here; while `rest` is set, n more bytes of
+        # the payload of one longer than max_packet, delivered in pieces as they arrive (its
+        # first byte, whether it repeats a QoS 2 message, and its id are in _lp meanwhile)
         b = self._rb
-        e = i + n
-        te = i + 2 + (b[i] << 8 | b[i + 1]) if n >= 2 else e + 1
-        qos = first >> 1 & 3
-        ps = te + 2 if qos else te
-        pid = b[te] << 8 | b[te + 1] if qos and ps <= e else 0
-        if ps > e or te == i + 2 or (qos and not pid):
-            self._check(wire.publish_fields, i, n, first)  # raises what is wrong with it
-        topic = self._rx_topic
-        if topic is None or len(topic) != te - i - 2 or self._rmv[i + 2 : te] != topic:
-            # another topic than the last: copied and checked (a device hears a few topics
-            # over and over, so most messages skip both)
-            topic = bytes(self._rmv[i + 2 : te])
-            try:
-                wire.check_pub_topic(topic, 0, te - i - 2)
-            except CodecError as err:
-                raise errors.ProtocolError(say(_MALFORMED, err))
-            self._rx_topic = topic
-        # Exactly once (MQTT-4.3.3-2): the ids of QoS 2 messages delivered are kept until
-        # their PUBREL, so that a repeat is answered and not delivered again (qos2.py, loaded
-        # by a subscription at QoS 2 or a kept session). A broker that sends QoS 2 to a
-        # session that never asked for it (aedes) breaks MQTT-3.8.4-6: its messages are
-        # delivered and answered all the same, without the table.
-        if qos == 2 and self._q2 and self._q2.take(self, pid):
-            self._flow(_PUBREC, pid)  # a repeat of one delivered and not yet released
-            return
-        msg = bytes(self._rmv[ps:e])
-        if qos:
+        h = i + n
+        e = min(h, self._re)  # a message longer than max_packet goes on past the buffer
+        r = self.rest
+        if r:
+            r -= n
+            first = self._lp >> 17
+            again = self._lp & 0x10000
+            pid = self._lp & 0xFFFF
+            qos = first >> 1 & 3
+            ps = i
+        else:
+            te = i + 2 + (b[i] << 8 | b[i + 1]) if n >= 2 else e + 1
+            qos = first >> 1 & 3
+            ps = te + 2 if qos else te
+            pid = b[te] << 8 | b[te + 1] if qos and ps <= e else 0
+            if ps > e or te == i + 2 or (qos and not pid):
+                self._check(wire.publish_fields, i, n, first)  # raises what is wrong with it
+            topic = self._rx_topic
+            if topic is None or len(topic) != te - i - 2 or self._rmv[i + 2 : te] != topic:
+                # another topic than the last: copied and checked (a device hears a few
+                # topics over and over, so most messages skip both)
+                topic = bytes(self._rmv[i + 2 : te])
+                try:
+                    wire.check_pub_topic(topic, 0, te - i - 2)
+                except CodecError as err:
+                    raise errors.ProtocolError(say(_MALFORMED, err))
+                self._rx_topic = topic
+            # Exactly once (MQTT-4.3.3-2): the ids of QoS 2 messages delivered are kept until
+            # their PUBREL, so that a repeat is answered and not delivered again (qos2.py,
+            # loaded by a subscription at QoS 2 or a kept session). A broker that sends QoS 2
+            # to a session that never asked for it (aedes) breaks MQTT-3.8.4-6: its messages
+            # are delivered and answered all the same, without the table.
+            again = 0x10000 if qos == 2 and self._q2 and self._q2.take(self, pid) else 0
+            r = h - e
+            if r:
+                self._lp = first << 17 | again | pid
+                if ps == e:  # its payload is still to come: no empty piece
+                    self.rest = r
+                    return
+        self.rest = r
+        # The ack goes with the last piece, queued before the callback runs; if the
+        # application raises, it is taken back, so the message is not acknowledged, and the
+        # exception ends the connection (MQTT-4.8.0-2): the broker sends it again whole.
+        if qos and not r:
             self._flow(_PUBACK if qos == 1 else _PUBREC, pid)
-        # The ack is queued already; if the application raises, take it back so the message
-        # is not acknowledged, and let the exception end the connection (MQTT-4.8.0-2).
+        if again:
+            return  # a repeat of one delivered and not yet released: answered only
         k = self._fc
         try:
             self.retained = bool(first & 1)
             self.qos = qos
             if self.cb:
-                self.cb(topic, msg)
+                self.cb(self._rx_topic, bytes(self._rmv[ps:e]))
         except Exception:
-            if qos and self._fc == k:
+            if qos and not r and self._fc == k:
                 self._fc -= 1
             if qos == 2 and self._q2:
                 self._q2.forget(self, pid)
             raise
-        if qos == 2 and self._q2:
+        if qos == 2 and not r and self._q2:
             self._q2.delivered(self, pid)
 
     def _connected(self, present):

@@ -24,10 +24,21 @@ def event(kind, text):
 fail_next = [0]  # messages the callback refuses (raises on), for tests of a failing application
 
 
+part = []  # the pieces of a message longer than max_packet, until its last one
+
+
 def cb(topic, msg):
     if fail_next[0]:
         fail_next[0] -= 1
         raise RuntimeError("the application failed on " + msg.decode())
+    if c.rest or part:
+        part.append(msg)
+        if c.rest:
+            return
+        msg = b"".join(part)
+        inbox.append([topic.decode(), msg.decode(), c.qos, c.retained, len(part)])
+        del part[:]
+        return
     inbox.append([topic.decode(), msg.decode(), c.qos, c.retained])
 
 
@@ -272,7 +283,8 @@ def main():
             reply["ok"] = True
         except Exception as e:
             reply = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
-        sys.stdout.write(json.dumps(reply) + "\n")
+        json.dump(reply, sys.stdout)  # written as it is encoded: no copy of a long reply
+        sys.stdout.write("\n")
         reply = cmd = line = None  # so the next command's "mem" sees only the client
         if hasattr(sys.stdout, "flush"):
             sys.stdout.flush()

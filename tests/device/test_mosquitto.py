@@ -39,6 +39,25 @@ def test_messages_longer_than_the_clients_buffers_go_out_and_come_in_whole(devic
     assert [(m[1], m[2]) for m in got] == [(long1, 1), ("short", 0), (long0, 0), ("short", 1)]
 
 
+def test_messages_longer_than_max_packet_come_in_pieces_and_the_link_stays_up(device, mosquitto, observer):
+    # MQTT 3.1.1 sets no limit on what a broker sends: a message longer than max_packet is
+    # handed to the callback in pieces as it arrives (client.rest: the bytes still to come),
+    # never refused (refusing would end the link, and a QoS 1 message would come back after
+    # every reconnect). The agent joins the pieces and counts them.
+    observer.subscribe("fw/huge/out", 1)
+    d = connect(device, mosquitto, max_packet=200)
+    d.call("sub", topic="fw/huge/in", qos=1)
+    huge = "".join("%05d" % i for i in range(400))  # 2,000 bytes, ten times max_packet
+    for qos in (1, 0):
+        observer.publish("fw/huge/in", huge.encode(), qos=qos)
+    observer.publish("fw/huge/in", b"short", qos=1)
+    got = d.call("recv", n=3)["msgs"]
+    assert [m[1:3] for m in got] == [[huge, 1], [huge, 0], ["short", 1]]
+    assert got[0][4] >= 10 and got[1][4] >= 10  # in pieces of at most max_packet
+    d.call("pub", topic="fw/huge/out", msg="still up", qos=1)
+    assert [m[1] for m in observer.wait_for(1)] == [b"still up"]
+
+
 def test_tls_with_the_broker_ca(device, mosquitto_tls, make_observer):
     b = mosquitto_tls
     obs = make_observer(b)

@@ -340,6 +340,97 @@ def test_a_packet_longer_than_rx_is_received_whole_in_any_pieces_and_short_ones_
         eq(out(s), [P.Puback(7)])
 
 
+def pieces(s, size=0, most=0):
+    """What the callback was given: the bytes of its pieces joined, and the set of (topic,
+    qos) seen. Each piece is checked as it comes (no list of them: a board's heap): at most
+    `most` bytes if given, and `rest` the bytes still to come of a message of `size`."""
+    got = [bytearray(), set(), size]
+
+    def cb(t, m):
+        got[0].extend(m)
+        got[1].add((t, s.qos))
+        if size:
+            got[2] -= len(m)
+            eq(s.rest, got[2])
+            assert 0 < len(m) <= most
+
+    s.cb = cb
+    return got
+
+
+def test_a_message_longer_than_max_packet_comes_in_pieces_as_it_arrives_and_is_acked_after_the_last():
+    big = bytes(range(200))
+    data = P.Publish("t/big", big, 1, packet_id=7).encode()
+    for step in (1, 37, 150, len(data)):
+        s = session(max_packet=50)
+        got = pieces(s, len(big), 50)  # no piece holds more than max_packet
+        for i in range(0, len(data) - 1, step):
+            s.receive(data[i : min(i + step, len(data) - 1)], 0)
+        eq(out(s), [])  # not acknowledged before its last byte
+        s.receive(data[-1:], 0)
+        eq(bytes(got[0]), big)
+        eq(got[1], {(b"t/big", 1)})
+        eq(out(s), [P.Puback(7)])
+        got[2] = 1  # the next message, of one byte, as before
+        s.receive(P.Publish("t/s", b"s", 1, packet_id=8).encode(), 0)
+        eq(bytes(got[0][-1:]), b"s")
+        eq(out(s), [P.Puback(8)])
+
+
+def test_a_publish_claiming_the_largest_length_is_taken_without_holding_more_than_max_packet():
+    s = session(max_packet=128)
+    got = pieces(s)
+    s.receive(b"\x30\xff\xff\xff\x7f\x00\x01tabc", 0)  # 268 MB announced; a board holds pieces
+    eq((bytes(got[0]), got[1], s.rest), (b"abc", {(b"t", 0)}, 268435455 - 6))
+    assert len(s.rx()) <= 128
+
+
+def test_a_long_message_whose_topic_does_not_fit_max_packet_is_refused_with_the_remedy():
+    s = session(max_packet=64)
+    e = raises(ProtocolError, s.receive, P.Publish("t" * 100, b"x" * 100).encode(), 0)
+    assert "max_packet" in str(e)
+
+
+def test_MQTT_4_3_3_2_a_long_qos2_message_is_delivered_once_and_its_repeat_only_answered():
+    s = session(clean=False, max_packet=100)
+    got = pieces(s)
+    big = b"q" * 500
+    s.receive(P.Publish("t", big, 2, packet_id=9).encode(), 0)
+    eq(bytes(got[0]), big)
+    eq(out(s), [P.Pubrec(9)])
+    s.receive(P.Publish("t", big, 2, dup=True, packet_id=9).encode(), 0)  # PUBREC was lost
+    eq(len(got[0]), len(big))
+    eq(out(s), [P.Pubrec(9)])
+    recv(s, P.Pubrel(9))
+    eq(out(s), [P.Pubcomp(9)])
+
+
+def test_a_long_message_cut_off_by_a_lost_link_is_delivered_again_whole_when_resent():
+    for qos in (1, 2):
+        s = session(clean=False, max_packet=100)
+        got = pieces(s)
+        data = P.Publish("t", b"z" * 500, qos, packet_id=5).encode()
+        s.receive(data[:300], 0)
+        eq(out(s), [])
+        eq(reconnect(s, True), [P.Connect("dev", False, 0)])
+        got[0] = bytearray()
+        s.receive(P.Publish("t", b"z" * 500, qos, dup=True, packet_id=5).encode(), 0)
+        eq(bytes(got[0]), b"z" * 500)  # not taken for a repeat
+        eq(out(s), [P.Puback(5) if qos == 1 else P.Pubrec(5)])
+
+
+def test_MQTT_4_8_0_2_a_callback_failing_on_a_piece_leaves_the_message_unacknowledged():
+    s = session(max_packet=100)
+
+    def cb(t, m):
+        if s.rest == 0:
+            raise KeyError("full")
+
+    s.cb = cb
+    raises(KeyError, s.receive, P.Publish("t", b"y" * 300, 1, packet_id=3).encode(), 0)
+    eq(out(s), [])
+
+
 def test_MQTT_4_7_1_1_pack_qos0_refuses_wildcards_in_a_topic():
     s = session()
     raises(ValueError, s.pack_qos0, b"a/+", b"x", False)
@@ -661,9 +752,9 @@ def test_MQTT_2_2_2_2_bad_flags_from_the_broker_are_a_protocol_error():
     raises(ProtocolError, s.receive, b"\x41\x02\x00\x01", 0)
 
 
-def test_an_oversize_packet_is_refused_before_it_is_read():
+def test_a_packet_other_than_publish_longer_than_max_packet_is_refused_before_it_is_read():
     s = session(max_packet=128)
-    e = raises(ProtocolError, s.receive, b"\x30\xff\xff\xff\x7f", 0)  # claims 268 MB
+    e = raises(ProtocolError, s.receive, b"\x90\xff\xff\xff\x7f", 0)  # a SUBACK claiming 268 MB
     assert "max_packet" in str(e)
 
 
