@@ -627,7 +627,14 @@ class Session:
                 from .codec.reasons import CONNACK_REASONS
 
                 raise errors.ConnectRefused(c & 255, say(_REFUSED, CONNACK_REASONS[c & 255], c & 255))
-            self._connected(c >> 8)
+            self.state = CONNECTED
+            self.session_present = c = c > 255
+            self._up_at = self.last_in
+            if self._rn:
+                self._rn.renew(self, c)  # what the last connection left
+            self._wake()
+            if self.on_connect:
+                self.on_connect(c)
         elif t == _PUBLISH:
             self._publish_in(first, i, n)
         elif t == _PINGRESP:
@@ -742,16 +749,6 @@ class Session:
             raise
         if qos == 2 and not r and self._q2:
             self._q2.delivered(self, pid)
-
-    def _connected(self, present):
-        self.state = CONNECTED
-        self.session_present = present = bool(present)
-        self._up_at = self.last_in
-        if self._rn:
-            self._rn.renew(self, present)  # what the last connection left
-        self._wake()
-        if self.on_connect:
-            self.on_connect(present)
 
     def _complete(self, pid, t):
         # PUBACK (or PUBCOMP, from qos2.py) for a message in flight
