@@ -16,14 +16,8 @@ except ImportError:  # CPython
 
 
 class CodecError(ValueError):
-    """The codec's one error (see errors.py): what is wrong, then " [rule]"."""
-
-    @property
-    def rule(self):
-        # The text between the last "[" and "]" of the message, or "".
-        m = str(self)
-        i = m.rfind("[")
-        return m[i + 1 : -1] if i >= 0 and m[-1:] == "]" else ""
+    """The codec's one error (see errors.py): what is wrong, then " [rule]" (errors.rule()
+    reads it: a board holds no method for it)."""
 
 
 def fail_as(key, *values):

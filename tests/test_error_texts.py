@@ -9,7 +9,7 @@ import pytest
 
 from fleetwire import reasons as client_reasons
 from fleetwire.codec import reasons, wire
-from fleetwire.codec.errors import CodecError
+from fleetwire.codec.errors import CodecError, rule
 from fleetwire.codec.packets import PUBREC
 from fleetwire.errors import ProtocolError
 from fleetwire.session import Session
@@ -95,7 +95,7 @@ def test_a_message_is_formatted_with_the_packet_type_named_and_its_rule():
     with pytest.raises(CodecError) as e:
         wire.ack_id(PUBREC, b"\x00", 1)
     assert str(e.value) == "PUBREC remaining length must be 2, got 1 [§3.5.1]"
-    assert e.value.rule == "§3.5.1"
+    assert rule(e.value) == "§3.5.1"
     with pytest.raises(CodecError) as e:
         wire.check_first_byte(0x64)  # PUBREL must carry flags 0x2
     assert str(e.value) == "PUBREL with flags 0x4, must be 0x2 [MQTT-3.6.1-1]"

@@ -10,7 +10,7 @@ import json
 from binascii import unhexlify
 
 from fleetwire.codec import packets, topics, text
-from fleetwire.codec.errors import CodecError
+from fleetwire.codec.errors import CodecError, rule
 from fleetwire.codec.stream import PacketReader
 
 CLASSES = {
@@ -78,14 +78,14 @@ def build(fields):
     return CLASSES[fields["type"]](**kw)
 
 
-def expect_error(rule, f, *args):
+def expect_error(want, f, *args):
     try:
         f(*args)
     except CodecError as e:
-        if e.rule != rule:
-            raise Mismatch("raised %r, expected rule %s" % (str(e), rule))
+        if rule(e) != want:
+            raise Mismatch("raised %r, expected rule %s" % (str(e), want))
         return
-    raise Mismatch("no error, expected " + rule)
+    raise Mismatch("no error, expected " + want)
 
 
 def check_packet(v):
@@ -120,7 +120,7 @@ def check_stream(v):
             if len(r.buf) != r.max_packet:
                 raise Mismatch("reader buffer grew to %d" % len(r.buf))
     except CodecError as e:
-        if e.rule != v.get("error"):
+        if rule(e) != v.get("error"):
             raise Mismatch("raised %r after %d packets" % (str(e), len(got)))
     else:
         if v.get("error"):
