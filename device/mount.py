@@ -48,7 +48,9 @@ def attach(s, store, on_move):
     store = open_store(store)
     s.store = store
     store.open(len(s.tx), on_move)
-    s.need_renew()  # what is restored is in flight: renewed at CONNACK
+    from . import renew
+
+    s._rn = renew  # what is restored is in flight: renewed at CONNACK
     # Paho's restore: what was written goes in flight again (PUBREL if PUBREC came, else
     # PUBLISH with DUP), oldest first; inbound QoS 2 ids wait for PUBREL.
     for _, h, first, state, pid in store.window:

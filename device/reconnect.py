@@ -38,7 +38,9 @@ def setup(s, lo, hi, kicks):
     s._kicks_max = kicks
     s._delay = s._attempt = s._kicks = 0
     s.eof = False  # the broker closed the link (FIN): set by the I/O loop
-    s.need_renew()  # a reconnect renews what the last connection left
+    from . import renew
+
+    s._rn = renew  # a reconnect renews what the last connection left
 
 
 def went_down(s, now):

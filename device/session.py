@@ -341,13 +341,6 @@ class Session:
             self._q2 = qos2
             qos2.setup(self)
 
-    def need_renew(self):
-        """Load renew.py: what a CONNACK does to what an earlier connection left."""
-        if not self._rn:
-            from . import renew
-
-            self._rn = renew
-
     def in_flight(self, pid):
         """True while the message with this packet id is queued, stored or in flight."""
         for k in range(self._n):
@@ -375,7 +368,11 @@ class Session:
         if not self.clean_session:
             self.need_qos2()  # the session kept may hold QoS 2 flows either way
         if self._up_at >= 0 and not self._rn:
-            self.need_renew()  # a connection before this one left messages and subscriptions
+            # a connection before this one left messages and subscriptions: renew.py says
+            # what a CONNACK does to them (a reconnect or a store loads it up front)
+            from . import renew
+
+            self._rn = renew
         w = self.will or (None, None, 0, False)
         n = 17 + len(self.client_id)  # CONNECT's length at most
         for f in (w[0], w[1], self.username, self.password):
