@@ -23,7 +23,6 @@ import json
 
 from pyspark.sql import functions as F
 
-from pyspark.sql import Window
 
 from fleetwire.host.analytics import job, landing, metrics, session, storage
 from fleetwire.host.analytics import schema as S
@@ -403,22 +402,23 @@ def related(links, mine, touched):
     another hour's on the same device means deliveries that may be copies of each other, or windows
     that interleave (a clock that went back, a seq counter that restarted): those hours are
     recomputed together, until no more overlap. Then each device's first hour after a run of
-    recomputed hours is relinked (its first window chains to a recomputed one). One small query,
+    recomputed hours is relinked (its first window chains to a recomputed one): for each of ours,
+    the next hour of its device in seq order. Ours are a few rows a device: sent to every task
+    (broadcast) and matched there, so history is scanned, never shuffled. One small query,
     repeated only for overlaps."""
     hours, ours = set(touched), mine
     while True:
         rest = links.filter(~F.col("hour_ms").isin(*sorted(hours))).select(*ours.columns)
-        a, b = ours.alias("a"), rest.alias("b")
-        overlap = a.join(
-            b,
-            (F.col("a.device_id") == F.col("b.device_id"))
-            & (F.col("a.first") <= F.col("b.last"))
-            & (F.col("b.first") <= F.col("a.last")),
-        ).select(F.col("b.hour_ms").alias("hour_ms"), F.lit(True).alias("overlap"))
-        both = rest.withColumn("_ours", F.lit(False)).unionByName(ours.withColumn("_ours", F.lit(True)))
+        o = F.broadcast(ours.select(F.col("device_id").alias("_d"), F.col("first").alias("_f"), "last"))
+        pairs = rest.join(o.withColumnRenamed("last", "_l"), F.col("device_id") == F.col("_d"))
+        overlap = pairs.filter((F.col("first") <= F.col("_l")) & (F.col("_f") <= F.col("last"))).select(
+            "hour_ms", F.lit(True).alias("overlap")
+        )
+        # an hour with the same first seq as one of ours overlaps it (found above): strictly after
         after = (
-            both.withColumn("_prev", F.lag("_ours").over(Window.partitionBy("device_id").orderBy("first")))
-            .filter(~F.col("_ours") & F.col("_prev"))
+            pairs.filter(F.col("first") > F.col("_f"))
+            .groupBy("_d", "_f")
+            .agg(F.min_by("hour_ms", "first").alias("hour_ms"))
             .select("hour_ms", F.lit(False).alias("overlap"))
         )
         found = overlap.unionByName(after).distinct().collect()
