@@ -60,12 +60,9 @@ def pack_publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0):
             fail_as("dup_qos0")
         if pid:
             fail_as("pid_qos0")
-    n = 2 + len(topic) + (2 if qos else 0) + len(payload)
-    if n > MAX_REMAINING:
-        fail_as("body_max", n)
-    n += 1 + wire.varint_size(n)
-    if n > len(buf):  # the whole packet, where wire.put_publish would pack only its head
-        fail_as("no_fit", PUBLISH, n, len(buf))
+    # the whole packet must fit buf (wire.put_publish would pack only its head): the fixed
+    # header's writer checks it, and put_publish writes the header again
+    wire._header(buf, 0x30, 2 + len(topic) + (2 if qos else 0) + len(payload))
     return wire.put_publish(buf, topic, payload, qos, retain, dup, pid)
 
 

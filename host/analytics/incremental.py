@@ -23,7 +23,6 @@ import json
 
 from pyspark.sql import functions as F
 
-
 from fleetwire.host.analytics import job, landing, metrics, session, storage
 from fleetwire.host.analytics import schema as S
 
