@@ -41,5 +41,5 @@ fs_reserve .             message store full: fewer than %d free blocks left on t
 fs_full    .             message store full: the filesystem holding %s has no room (%s)
 rec_gone   .             stored record %d is missing
 ram_small  .             a RamStore needs at least 3 blocks of block_size bytes
-long_head  .             a PUBLISH of %d bytes whose topic does not fit max_packet (%d): raise max_packet
+long_head  .             no memory for %d bytes to read a received packet into (up to max_packet, or a long topic whole)
 """

@@ -474,16 +474,19 @@ class Session:
             if h - p > self.max_packet:
                 # A PUBLISH longer than max_packet (MQTT sets no limit, and refusing it would
                 # end the link on every redelivery): acted on once its topic and packet id are
-                # in, its payload handed to the callback in pieces as they arrive
+                # in (a topic is at most 64 KB: held whole, longer than max_packet or not),
+                # its payload handed to the callback in pieces as they arrive
                 need = i + 2
                 if e >= need:
                     need = min(h, need + (b[i] << 8 | b[i + 1]) + (2 if b[p] & 6 else 0))
-                    if need - p > self.max_packet:
-                        raise errors.ProtocolError(say(_LONG_HEAD, h - p, self.max_packet))
             if need > e:
                 if need - p > len(b):
-                    # longer than rx: read into a buffer of its size (max_packet at most)
-                    b = bytearray(need - p)
+                    # longer than rx: read into a buffer of its size (max_packet at most, or
+                    # a long topic's)
+                    try:
+                        b = bytearray(need - p)
+                    except MemoryError:
+                        raise MemoryError(say(_LONG_HEAD, need - p))
                     b[: e - p] = self._rmv[p:e]
                     self._rb = b
                     self._rmv = memoryview(b)

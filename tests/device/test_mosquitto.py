@@ -43,16 +43,24 @@ def test_messages_longer_than_max_packet_come_in_pieces_and_the_link_stays_up(de
     # MQTT 3.1.1 sets no limit on what a broker sends: a message longer than max_packet is
     # handed to the callback in pieces as it arrives (client.rest: the bytes still to come),
     # never refused (refusing would end the link, and a QoS 1 message would come back after
-    # every reconnect). The agent joins the pieces and counts them.
+    # every reconnect). The agent joins the pieces and counts them. A topic longer than
+    # max_packet (MQTT allows 65,535 bytes) is held whole, its payload in pieces.
     observer.subscribe("fw/huge/out", 1)
     d = connect(device, mosquitto, max_packet=200)
-    d.call("sub", topic="fw/huge/in", qos=1)
+    d.call("sub", topic="fw/huge/in/#", qos=1)
     huge = "".join("%05d" % i for i in range(400))  # 2,000 bytes, ten times max_packet
+    far = "fw/huge/in/" + "y" * 300
     for qos in (1, 0):
         observer.publish("fw/huge/in", huge.encode(), qos=qos)
+    observer.publish(far, huge.encode(), qos=1)
     observer.publish("fw/huge/in", b"short", qos=1)
-    got = d.call("recv", n=3)["msgs"]
-    assert [m[1:3] for m in got] == [[huge, 1], [huge, 0], ["short", 1]]
+    got = d.call("recv", n=4)["msgs"]
+    assert [m[:3] for m in got] == [
+        ["fw/huge/in", huge, 1],
+        ["fw/huge/in", huge, 0],
+        [far, huge, 1],
+        ["fw/huge/in", "short", 1],
+    ]
     assert got[0][4] >= 10 and got[1][4] >= 10  # in pieces of at most max_packet
     d.call("pub", topic="fw/huge/out", msg="still up", qos=1)
     assert [m[1] for m in observer.wait_for(1)] == [b"still up"]
