@@ -10,16 +10,17 @@ A run (number N) goes through three steps, each safe to repeat if the process di
        device_window  the touched hours' partitions, plus any hour whose windows chain to them
                       (a device's windows link by min_seq: an untouched hour right after a touched
                       one, or one whose seq range overlaps it, is recomputed too)
-       state          the touched days' partials, in OUT/_state/run=N/date=D/kind=K: the hourly
-                      ones (metrics.hour_windows, hour_records, histogram; the recomputed hours'
-                      rows in place of the old ones) and the day's rollups made from them
-                      (metrics.merge_windows, merge_records, hour_counts, fleet_hourly: a few rows
-                      per device and day); and the histograms' total over every hour
-                      (OUT/_state/run=N/date=total: the last total, minus the recomputed hours'
-                      old counts, plus their new ones). A run reads every day's window partials
-                      (which hours chain to the touched ones), the touched days' hourly partials
-                      and every day's rollups; device_health, firmware_cohort, outliers, the
-                      report and quality.json are merged from the rollups and the total
+       state          the touched days' hourly partials (metrics.hour_windows, hour_records,
+                      histogram; the recomputed hours' rows in place of the old ones) in
+                      OUT/_state/run=N/date=D/kind=K; and in OUT/_state/run=N/date=total, every
+                      day's rollups (metrics.merge_windows, merge_records, hour_counts,
+                      fleet_hourly: a few rows per device and day; the touched days' made anew
+                      from their hourly partials) and the histograms' total over every hour (the
+                      last total, minus the recomputed hours' old counts, plus their new ones).
+                      A run reads every day's window partials (which hours chain to the touched
+                      ones), the touched days' hourly partials and the rollups; device_health,
+                      firmware_cohort, outliers, the report and quality.json are merged from the
+                      rollups and the total
   3. commit: CHECKPOINT/state-N.json (files seen, counts, which run holds each date's partials
      and the total). Until then the last commit's state is untouched (run N writes only under
      run=N), so a run that dies leaves it usable.
@@ -36,9 +37,9 @@ from fleetwire.host.analytics import schema as S
 
 VERSION = 2
 DAY_MS = 24 * metrics.HOUR_MS
-TOTAL = "total"  # the state's "date" that holds the histograms' total
-HOURLY = ["window", "record", "histogram"]  # the state's hourly partials, kept per date ...
-ROLLUPS = ["wday", "rday", "fwh", "devh", "fleet"]  # ... and what the tables merge from, per date
+TOTAL = "total"  # the state's "date" that holds every day's rollups and the histograms' total
+HOURLY = ["window", "record", "histogram"]  # the state's hourly partials, kept per date
+ROLLUPS = ["wday", "rday", "fwh", "devh", "fleet"]  # per day, what the tables merge from
 
 
 class Checkpoint:
@@ -97,6 +98,7 @@ def empty_snapshot():
         "format": None,
         "since_ms": None,
         "quality": None,
+        "schema": None,  # of the state's rows (JSON), as the last run wrote them
     }
 
 
@@ -281,12 +283,16 @@ def _state_paths(p, snap, dates=None):
     ]
 
 
-def _read_kinds(spark, paths, kinds):
-    """The state's rows of those kinds under the given dates' directories (every date has each kind
-    but the histograms; `_kind` tells them apart). Each directory is read as it is, without
-    partition discovery (date=total beside date=2026-01-05 would conflict)."""
+def _read_kinds(spark, snap, paths, kinds):
+    """The state's rows of those kinds under the given dates' directories (`_kind` tells them apart
+    once read), with the schema the last run wrote (no job to read it from the files). Each
+    directory is read as it is, without partition discovery (date=total beside date=2026-01-05
+    would conflict)."""
+    from pyspark.sql.types import StructType
+
     pattern = kinds[0] if len(kinds) == 1 else "{%s}" % ",".join(kinds)
-    return spark.read.parquet(*[storage.join(path, "kind=" + pattern) for path in paths])
+    schema = StructType.fromJson(json.loads(snap["schema"]))
+    return spark.read.schema(schema).parquet(*[storage.join(path, "kind=" + pattern) for path in paths])
 
 
 def _staged(spark, snap, staging, hours):
@@ -310,7 +316,7 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
         redo, follow = set(touched), set()
         if known:
             links = (
-                _read_kinds(spark, _state_paths(p, snap, known), ["window"])
+                _read_kinds(spark, snap, _state_paths(p, snap, known), ["window"])
                 .groupBy("device_id", "hour_ms")
                 .agg(
                     F.min("min_seq").alias("first"),
@@ -371,14 +377,16 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
         job.phase(spark, "state of the touched days")
         days = sorted({_day(h) for h in windows})
         state, cols = new_state(spark, p, snap, days, redo, windows, win, clean, cached)
+        state = state.persist(job.CACHE)
+        cached.append(state)
         job.write(state, storage.join(p.out, "_state", "run=%d" % n), ("date", "kind"), single=True)
         for d in days + [TOTAL]:
             snap["state"][d] = n
+        snap["schema"] = state.drop("date", "kind").schema.json()
 
-        # every day's rollups (a few rows per device and day) and the histograms' total
+        # the tables, from every day's rollups and the histograms' total (kept from the write)
         job.phase(spark, "merge the days")
-        st = _read_kinds(spark, _state_paths(p, snap), ROLLUPS + ["total"]).persist(job.CACHE)
-        cached.append(st)
+        st = state.filter(F.col("date") == TOTAL)
 
         def kind(k):
             return st.filter(F.col("_kind") == k).select(*cols[k])
@@ -407,7 +415,7 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached):
     old_days = [d for d in days if d in snap["state"]]
     old = None
     if old_days:
-        old = _read_kinds(spark, _state_paths(p, snap, old_days), HOURLY).persist(job.CACHE)
+        old = _read_kinds(spark, snap, _state_paths(p, snap, old_days), HOURLY).persist(job.CACHE)
         cached.append(old)
     hourly = {}
     for kind, (rows_new, hrs) in fresh.items():
@@ -434,6 +442,24 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached):
         "devh": dev_hours,
         "fleet": metrics.fleet_hourly(hw),
     }
+    # every day's rollups: the touched days' new ones and the other days' as they were
+    before = None
+    if TOTAL in snap["state"]:
+        before = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ROLLUPS + ["total"])
+    date = F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd")
+    # `kind` partitions the dataset (a run reads only the kinds it needs); `_kind`, its copy in the
+    # rows, tells them apart once read
+    parts = []
+    for k, df in kinds.items():
+        rows = df.withColumns({"kind": F.lit(k), "_kind": F.lit(k)})
+        if k in ROLLUPS:
+            if before is not None:
+                kept = before.filter((F.col("_kind") == k) & ~date.isin(*days)).select(*df.columns)
+                rows = rows.unionByName(kept.withColumns({"kind": F.lit(k), "_kind": F.lit(k)}))
+            rows = rows.withColumn("date", F.lit(TOTAL))
+        else:
+            rows = rows.withColumn("date", date)
+        parts.append(rows)
     # the histograms' total over every hour (release percentiles need only that): the last total,
     # minus the recomputed hours' old counts, plus their new ones
     hist_cols = ["fw_version", "metric", "value", "n"]
@@ -444,16 +470,12 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached):
                 "fw_version", "metric", "value", (-F.col("n")).alias("n")
             )
         )
-    if TOTAL in snap["state"]:
-        terms.append(_read_kinds(spark, _state_paths(p, snap, [TOTAL]), ["total"]).select(*hist_cols))
+    if before is not None:
+        terms.append(before.filter(F.col("_kind") == "total").select(*hist_cols))
     total = terms[0]
     for t in terms[1:]:
         total = total.unionByName(t)
     total = total.groupBy("fw_version", "metric", "value").agg(F.sum("n").alias("n")).filter(F.col("n") != 0)
-    date = F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd")
-    # `kind` partitions the dataset (a run reads only the kinds it needs); `_kind`, its copy in the
-    # rows, tells them apart once read
-    parts = [df.withColumns({"kind": F.lit(k), "_kind": F.lit(k), "date": date}) for k, df in kinds.items()]
     parts.append(total.withColumns({"kind": F.lit("total"), "_kind": F.lit("total"), "date": F.lit(TOTAL)}))
     state = parts[0]
     for part in parts[1:]:
