@@ -311,29 +311,49 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
     try:
         shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
         job.phase(spark, "hours to recompute")
-        known = [d for d in snap["state"] if d != TOTAL]
-        links = None
-        redo, follow = set(touched), set()
-        if known:
-            links = (
-                _read_kinds(spark, snap, _state_paths(p, snap, known), ["window"])
-                .groupBy("device_id", "hour_ms")
-                .agg(
-                    F.min("min_seq").alias("first"),
-                    F.max("max_seq").alias("last"),
-                    F.max("last_min_seq").alias("min_seq"),
-                    F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
-                )
-                .persist(job.CACHE)
-            )
-            cached.append(links)
+        rollups = None
+        if TOTAL in snap["state"]:
+            rollups = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ROLLUPS + ["total"])
+            rollups = rollups.persist(job.CACHE)
+            cached.append(rollups)
+        redo, follow, before = set(touched), set(), None
+        if rollups is not None:
             mine = (
                 _staged(spark, snap, staging, touched)
                 .withColumn("hour_ms", F.col("ts") - F.pmod("ts", F.lit(metrics.HOUR_MS)))
                 .groupBy("device_id", "hour_ms")
                 .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
             )
-            redo, follow = related(links, mine, touched)
+            # each device's last window so far, and its highest seq, from the daily rollups
+            tails = (
+                rollups.filter(F.col("_kind") == "wday")
+                .groupBy("device_id")
+                .agg(
+                    F.max("max_seq").alias("_top"),
+                    F.max("last_min_seq").alias("min_seq"),
+                    F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
+                )
+            )
+            if all(snap["hours"][str(h)] == [n] for h in touched) and not beyond(mine, tails):
+                # the common case: new hours whose seqs all follow every device's history. Nothing
+                # overlaps them and nothing follows them; their first windows chain to the tails
+                before = tails.select("device_id", "min_seq", "_rec_last")
+            else:  # which hours overlap or follow: from every hour's window links
+                known = [d for d in snap["state"] if d != TOTAL]
+                links = (
+                    _read_kinds(spark, snap, _state_paths(p, snap, known), ["window"])
+                    .groupBy("device_id", "hour_ms")
+                    .agg(
+                        F.min("min_seq").alias("first"),
+                        F.max("max_seq").alias("last"),
+                        F.max("last_min_seq").alias("min_seq"),
+                        F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
+                    )
+                    .persist(job.CACHE)
+                )
+                cached.append(links)
+                redo, follow = related(links, mine, touched)
+                before = links.filter(~F.col("hour_ms").isin(*sorted(redo | follow)))
 
         # clean: every hour to recompute, from every run's staged records of it (deliveries of one
         # (device_id, seq) in different hours meet here: their hours' seq ranges overlap)
@@ -363,7 +383,6 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
             kept = spark.read.parquet(*[storage.join(p.table("clean"), _hour_dir(h)) for h in sorted(follow)])
             kept = metrics.clean_records(kept.withColumn("_problem", F.lit(None).cast("string")))
             clean_w = clean.unionByName(kept.select(*clean.columns))
-        before = None if links is None else links.filter(~F.col("hour_ms").isin(*sorted(windows)))
         win = metrics.link(metrics.windows(clean_w), before).persist(job.CACHE)
         cached.append(win)
         job.write(
@@ -376,7 +395,7 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
 
         job.phase(spark, "state of the touched days")
         days = sorted({_day(h) for h in windows})
-        state, cols = new_state(spark, p, snap, days, redo, windows, win, clean, cached)
+        state, cols = new_state(spark, p, snap, days, redo, windows, win, clean, rollups, cached)
         state = state.persist(job.CACHE)
         cached.append(state)
         job.write(state, storage.join(p.out, "_state", "run=%d" % n), ("date", "kind"), single=True)
@@ -402,7 +421,7 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
             df.unpersist()
 
 
-def new_state(spark, p, snap, days, redo, windows, win, clean, cached):
+def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached):
     """The state of the touched days (their hourly partials, the recomputed hours' rows in place of
     the old, and the daily rollups made from them) and the histograms' new total: (one DataFrame
     with `date` and `kind`, {kind: its columns})."""
@@ -442,10 +461,8 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached):
         "devh": dev_hours,
         "fleet": metrics.fleet_hourly(hw),
     }
-    # every day's rollups: the touched days' new ones and the other days' as they were
-    before = None
-    if TOTAL in snap["state"]:
-        before = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ROLLUPS + ["total"])
+    # every day's rollups (`before`: as the last run left them): the touched days' new ones and
+    # the other days' as they were
     date = F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd")
     # `kind` partitions the dataset (a run reads only the kinds it needs); `_kind`, its copy in the
     # rows, tells them apart once read
@@ -483,6 +500,12 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached):
     cols = {k: df.columns for k, df in kinds.items()}
     cols["total"] = hist_cols
     return state, cols
+
+
+def beyond(mine, tails):
+    """False when every touched (device, hour) starts after its device's highest seq so far."""
+    clash = mine.join(tails, "device_id").filter(F.col("first") <= F.col("_top"))
+    return bool(clash.limit(1).collect())
 
 
 def related(links, mine, touched):

@@ -387,8 +387,9 @@ def window_moments(n, c):
 
 def merge_windows(hw, bucket_ms):
     """hour_windows rows merged into buckets of bucket_ms (the incremental run's daily rollups): per
-    (device, bucket start as hour_ms, window fw_version), what device_health and firmware_cohort read
-    (the links to other hours are left out). Merging them again gives what merging the hours gives."""
+    (device, bucket start as hour_ms, window fw_version), what device_health and firmware_cohort read,
+    and the bucket's last window (last_min_seq, last_rec) that a later one chains to. Merging them
+    again gives what merging the hours gives."""
     start = F.col("hour_ms") - F.pmod(F.col("hour_ms"), F.lit(int(bucket_ms)))
     c = F.pmod(F.col("hour_ms"), F.lit(int(bucket_ms))) / float(HOUR_MS)
     m = window_moments(F.col("vn"), c)
@@ -405,6 +406,8 @@ def merge_windows(hw, bucket_ms):
         F.sum("unexpected_resets").alias("unexpected_resets"),
         F.min_by("rec_first", "min_seq").alias("rec_first"),
         F.max_by("rec_last", "max_seq").alias("rec_last"),
+        F.max("last_min_seq").alias("last_min_seq"),
+        F.max_by("last_rec", "last_min_seq").alias("last_rec"),
         F.min("ts_min").alias("ts_min"),
         F.max("ts_max").alias("ts_max"),
         F.min("vbat_min").alias("vbat_min"),
