@@ -324,36 +324,29 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
                 .groupBy("device_id", "hour_ms")
                 .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
             )
-            # each device's last window so far, and its highest seq, from the daily rollups
-            tails = (
-                rollups.filter(F.col("_kind") == "wday")
-                .groupBy("device_id")
-                .agg(
-                    F.max("max_seq").alias("_top"),
-                    F.max("last_min_seq").alias("min_seq"),
-                    F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
-                )
+            # the touched days' hours, each as one row of window links; every other day as one row
+            # (its seq range and last window, from the daily rollups)
+            near = sorted({_day(h) for h in touched} & set(snap["state"]))
+            hourly = (
+                _links(_read_kinds(spark, snap, _state_paths(p, snap, near), ["window"])) if near else None
             )
-            if all(snap["hours"][str(h)] == [n] for h in touched) and not beyond(mine, tails):
-                # the common case: new hours whose seqs all follow every device's history. Nothing
-                # overlaps them and nothing follows them; their first windows chain to the tails
-                before = tails.select("device_id", "min_seq", "_rec_last")
-            else:  # which hours overlap or follow: from every hour's window links
+            day = F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd")
+            days = _links(rollups.filter((F.col("_kind") == "wday") & ~day.isin(*near)))
+            links = days if hourly is None else hourly.unionByName(days)
+            links = links.persist(job.CACHE)
+            cached.append(links)
+            redo, follow = related(links, mine, touched)
+            if not before_them(days, links, mine, redo | follow):
+                # another day's seqs reach into or past theirs (a clock or a seq counter that went
+                # back): which of its hours overlap or follow, from every hour's window links
                 known = [d for d in snap["state"] if d != TOTAL]
-                links = (
-                    _read_kinds(spark, snap, _state_paths(p, snap, known), ["window"])
-                    .groupBy("device_id", "hour_ms")
-                    .agg(
-                        F.min("min_seq").alias("first"),
-                        F.max("max_seq").alias("last"),
-                        F.max("last_min_seq").alias("min_seq"),
-                        F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
-                    )
-                    .persist(job.CACHE)
-                )
+                links = _links(_read_kinds(spark, snap, _state_paths(p, snap, known), ["window"]))
+                links = links.persist(job.CACHE)
                 cached.append(links)
                 redo, follow = related(links, mine, touched)
-                before = links.filter(~F.col("hour_ms").isin(*sorted(redo | follow)))
+            # the windows before the recomputed ones: whole days are entirely before them (else
+            # they would overlap or follow), so each day's last window is the one that can chain
+            before = links.filter(~F.col("hour_ms").isin(*sorted(redo | follow)))
 
         # clean: every hour to recompute, from every run's staged records of it (deliveries of one
         # (device_id, seq) in different hours meet here: their hours' seq ranges overlap)
@@ -396,16 +389,16 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
         job.phase(spark, "state of the touched days")
         days = sorted({_day(h) for h in windows})
         state, cols = new_state(spark, p, snap, days, redo, windows, win, clean, rollups, cached)
-        state = state.persist(job.CACHE)
-        cached.append(state)
         job.write(state, storage.join(p.out, "_state", "run=%d" % n), ("date", "kind"), single=True)
         for d in days + [TOTAL]:
             snap["state"][d] = n
         snap["schema"] = state.drop("date", "kind").schema.json()
 
-        # the tables, from every day's rollups and the histograms' total (kept from the write)
+        # the tables, from every day's rollups and the histograms' total, as written (a few small
+        # files: a plain scan, where the write's plan would make every query on it costly to plan)
         job.phase(spark, "merge the days")
-        st = state.filter(F.col("date") == TOTAL)
+        st = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ROLLUPS + ["total"]).persist(job.CACHE)
+        cached.append(st)
 
         def kind(k):
             return st.filter(F.col("_kind") == k).select(*cols[k])
@@ -502,10 +495,28 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached):
     return state, cols
 
 
-def beyond(mine, tails):
-    """False when every touched (device, hour) starts after its device's highest seq so far."""
-    clash = mine.join(tails, "device_id").filter(F.col("first") <= F.col("_top"))
-    return bool(clash.limit(1).collect())
+def before_them(days, links, mine, hours):
+    """True when every day in `days` (one links row per device and day) ends, on its device, before
+    the first seq of every hour to recompute (mine: the touched hours' new ranges; links: the
+    others' old ones): then nothing of it overlaps or follows them, and its last window is the only
+    one of it that can chain to theirs."""
+    ours = mine.select("device_id", "first").unionByName(
+        links.filter(F.col("hour_ms").isin(*sorted(hours))).select("device_id", "first")
+    )
+    low = ours.groupBy("device_id").agg(F.min("first").alias("_low"))
+    clash = days.join(low, "device_id").filter(F.col("last") >= F.col("_low"))
+    return not clash.limit(1).collect()
+
+
+def _links(hw):
+    """Per (device, hour_ms) of hour_windows or merge_windows rows: the seq range (first, last) and
+    the last window (min_seq, _rec_last) that a later one chains to."""
+    return hw.groupBy("device_id", "hour_ms").agg(
+        F.min("min_seq").alias("first"),
+        F.max("max_seq").alias("last"),
+        F.max("last_min_seq").alias("min_seq"),
+        F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
+    )
 
 
 def related(links, mine, touched):
