@@ -301,3 +301,24 @@ def test_a_checkpoint_from_an_older_state_layout_is_refused_with_what_to_do(run_
     (tmp_path / "out" / "_checkpoint" / "state-3.json").write_text(json.dumps({"version": 1, "run": 3}))
     with pytest.raises(L.InputError, match="older fleetwire .* delete it, OUT/_staging and OUT/_state"):
         run_job(tmp_path / "landing", tmp_path / "out", incremental=True)
+
+
+def test_a_late_file_for_an_hour_days_ago_recomputes_it_and_relinks_the_hour_after(run_job, tmp_path):
+    """An hour of the first of three days lands last: later days' seqs reach past it, so every
+    hour's window links are read to find what follows it; the tables equal a batch run's."""
+    df = generator.generate(devices=4, hours=3 * 24, seed=23)
+    t0 = generator.parse_time(generator.DEFAULT_START)
+    late = df[(df.rx_ts >= t0 + 10 * 3600_000) & (df.rx_ts < t0 + 11 * 3600_000)]
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    generator.write_landing(df.drop(late.index), str(landing))
+    run_job(landing, out, incremental=True)
+    before = partitions(out)
+    generator.write_landing(late, str(landing))
+    run_job(landing, out, incremental=True)
+    after = partitions(out)
+    changed = {k for k in after if before.get(k) != after[k]}
+    own = ts_hours(late)
+    assert {h for t, h in changed if t == "clean"} == own
+    assert len({h for t, h in changed if t == "device_window"} - own) == 1  # the hour after
+    run_job(landing, tmp_path / "batch")
+    same_tables(out, tmp_path / "batch")
