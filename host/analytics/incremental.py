@@ -10,11 +10,20 @@ A run (number N) goes through three steps, each safe to repeat if the process di
        device_window  the touched hours' partitions, plus any hour whose windows chain to them
                       (a device's windows link by min_seq: an untouched hour right after a touched
                       one, or one whose seq range overlaps it, is recomputed too)
-       hourly partials  (metrics.hour_windows, hour_records, histogram) for those hours, kept in
-                      OUT/_state/run=N/date=D (one dataset, `kind` tells them apart); device_health,
-                      firmware_cohort, outliers, the report and quality.json are merged from them
-                      (small: a few rows per device and hour)
-  3. commit: CHECKPOINT/state-N.json (files seen, counts, which run holds each date's partials).
+       state          the touched days' hourly partials (metrics.hour_windows, hour_records,
+                      histogram; the recomputed hours' rows in place of the old ones) in
+                      OUT/_state/run=N/date=D/kind=K; and in OUT/_state/run=N/date=total, every
+                      day's rollups (metrics.merge_windows, merge_records, hour_counts,
+                      fleet_hourly: a few rows per device and day; the touched days' made anew
+                      from their hourly partials) and the histograms' total over every hour (the
+                      last total, minus the recomputed hours' old counts, plus their new ones).
+                      A run reads every day's window partials (which hours chain to the touched
+                      ones), the touched days' hourly partials and the rollups; device_health,
+                      firmware_cohort, outliers, the report and quality.json are merged from the
+                      rollups and the total
+  3. commit: CHECKPOINT/state-N.json (files seen, counts, which run holds each date's partials
+     and the total). Until then the last commit's state is untouched (run N writes only under
+     run=N), so a run that dies leaves it usable.
 A run that finds no new file changes nothing but quality.json's new_files/new_records, and starts
 no Spark job.
 """
@@ -26,7 +35,11 @@ from pyspark.sql import functions as F
 from fleetwire.host.analytics import job, landing, metrics, session, storage
 from fleetwire.host.analytics import schema as S
 
-VERSION = 1
+VERSION = 2
+DAY_MS = 24 * metrics.HOUR_MS
+TOTAL = "total"  # the state's "date" that holds every day's rollups and the histograms' total
+HOURLY = ["window", "record", "histogram"]  # the state's hourly partials, kept per date
+ROLLUPS = ["wday", "rday", "fwh", "devh", "fleet"]  # per day, what the tables merge from
 
 
 class Checkpoint:
@@ -85,6 +98,7 @@ def empty_snapshot():
         "format": None,
         "since_ms": None,
         "quality": None,
+        "schema": None,  # of the state's rows (JSON), as the last run wrote them
     }
 
 
@@ -122,6 +136,12 @@ def _hour_dir(hour_ms):
 def run(spark, store, cfg, p):
     ck = Checkpoint(store, p.checkpoint)
     snap = ck.load()
+    if snap["run"] and snap.get("version") != VERSION:
+        raise landing.InputError(
+            "the checkpoint %s was made by an older fleetwire (state version %s, this one reads %d): "
+            "delete it, OUT/_staging and OUT/_state, and the next --incremental run reads everything"
+            % (p.checkpoint, snap.get("version"), VERSION)
+        )
     for key, value in (("format", cfg.fmt), ("since_ms", cfg.since_ms)):
         if snap[key] is not None and snap[key] != value and snap["run"]:
             raise landing.InputError(
@@ -254,12 +274,25 @@ def stage(spark, store, cfg, p, n, rel_files, staging):
     }
 
 
-def _read_state(spark, p, snap):
-    """The hourly partials as the last commit left them (None before the first)."""
-    paths = [
-        storage.join(p.out, "_state", "run=%d" % r, "date=" + d) for d, r in sorted(snap["state"].items())
+def _state_paths(p, snap, dates=None):
+    """The committed state's directories (one per date, and TOTAL's), or only those of `dates`."""
+    return [
+        storage.join(p.out, "_state", "run=%d" % r, "date=" + d)
+        for d, r in sorted(snap["state"].items())
+        if dates is None or d in dates
     ]
-    return spark.read.parquet(*paths) if paths else None
+
+
+def _read_kinds(spark, snap, paths, kinds):
+    """The state's rows of those kinds under the given dates' directories (`_kind` tells them apart
+    once read), with the schema the last run wrote (no job to read it from the files). Each
+    directory is read as it is, without partition discovery (date=total beside date=2026-01-05
+    would conflict)."""
+    from pyspark.sql.types import StructType
+
+    pattern = kinds[0] if len(kinds) == 1 else "{%s}" % ",".join(kinds)
+    schema = StructType.fromJson(json.loads(snap["schema"]))
+    return spark.read.schema(schema).parquet(*[storage.join(path, "kind=" + pattern) for path in paths])
 
 
 def _staged(spark, snap, staging, hours):
@@ -272,37 +305,48 @@ def _staged(spark, snap, staging, hours):
 
 
 def derive(spark, store, cfg, p, snap, n, touched, staging, q):
-    """Recompute what the touched hours change and merge the tables from the hourly partials.
-    Returns (hours whose device_window partitions were rewritten, report URI)."""
+    """Recompute what the touched hours change, update the state of their days and merge the tables
+    from the daily rollups. Returns (hours whose device_window partitions were rewritten, report URI)."""
     cached = []
     try:
         shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
         job.phase(spark, "hours to recompute")
-        old = _read_state(spark, p, snap)
-        links = None
-        redo, follow = set(touched), set()
-        if old is not None:
-            old = old.persist(job.CACHE)
-            cached.append(old)
-            links = (
-                old.filter(F.col("kind") == "window")
-                .groupBy("device_id", "hour_ms")
-                .agg(
-                    F.min("min_seq").alias("first"),
-                    F.max("max_seq").alias("last"),
-                    F.max("last_min_seq").alias("min_seq"),
-                    F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
-                )
-                .persist(job.CACHE)
-            )
-            cached.append(links)
+        rollups = None
+        if TOTAL in snap["state"]:
+            rollups = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ROLLUPS + ["total"])
+            rollups = rollups.persist(job.CACHE)
+            cached.append(rollups)
+        redo, follow, before = set(touched), set(), None
+        if rollups is not None:
             mine = (
                 _staged(spark, snap, staging, touched)
                 .withColumn("hour_ms", F.col("ts") - F.pmod("ts", F.lit(metrics.HOUR_MS)))
                 .groupBy("device_id", "hour_ms")
                 .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
             )
+            # the touched days' hours, each as one row of window links; every other day as one row
+            # (its seq range and last window, from the daily rollups)
+            near = sorted({_day(h) for h in touched} & set(snap["state"]))
+            hourly = (
+                _links(_read_kinds(spark, snap, _state_paths(p, snap, near), ["window"])) if near else None
+            )
+            day = F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd")
+            days = _links(rollups.filter((F.col("_kind") == "wday") & ~day.isin(*near)))
+            links = days if hourly is None else hourly.unionByName(days)
+            links = links.persist(job.CACHE)
+            cached.append(links)
             redo, follow = related(links, mine, touched)
+            if not before_them(days, links, mine, redo | follow):
+                # another day's seqs reach into or past theirs (a clock or a seq counter that went
+                # back): which of its hours overlap or follow, from every hour's window links
+                known = [d for d in snap["state"] if d != TOTAL]
+                links = _links(_read_kinds(spark, snap, _state_paths(p, snap, known), ["window"]))
+                links = links.persist(job.CACHE)
+                cached.append(links)
+                redo, follow = related(links, mine, touched)
+            # the windows before the recomputed ones: whole days are entirely before them (else
+            # they would overlap or follow), so each day's last window is the one that can chain
+            before = links.filter(~F.col("hour_ms").isin(*sorted(redo | follow)))
 
         # clean: every hour to recompute, from every run's staged records of it (deliveries of one
         # (device_id, seq) in different hours meet here: their hours' seq ranges overlap)
@@ -332,7 +376,6 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
             kept = spark.read.parquet(*[storage.join(p.table("clean"), _hour_dir(h)) for h in sorted(follow)])
             kept = metrics.clean_records(kept.withColumn("_problem", F.lit(None).cast("string")))
             clean_w = clean.unionByName(kept.select(*clean.columns))
-        before = None if links is None else links.filter(~F.col("hour_ms").isin(*sorted(windows)))
         win = metrics.link(metrics.windows(clean_w), before).persist(job.CACHE)
         cached.append(win)
         job.write(
@@ -343,56 +386,137 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
             dynamic=True,
         )
 
-        # the hourly partials: the recomputed hours' rows in place of theirs, one dataset per date
-        job.phase(spark, "hourly partials")
-        fresh = {
-            "window": (metrics.hour_windows(win), windows),
-            "record": (metrics.hour_records(clean), redo),
-            "histogram": (metrics.histogram(clean, by_hour=True), redo),
-        }
-        parts, merged = [], {}
-        for kind, (rows_new, hrs) in fresh.items():
-            m = rows_new
-            if old is not None:
-                m = (
-                    old.filter((F.col("kind") == kind) & ~F.col("hour_ms").isin(*sorted(hrs)))
-                    .select(*rows_new.columns)
-                    .unionByName(rows_new)
-                )
-            merged[kind] = m
-            parts.append(m.withColumn("kind", F.lit(kind)))
-        state = (
-            parts[0]
-            .unionByName(parts[1], allowMissingColumns=True)
-            .unionByName(parts[2], allowMissingColumns=True)
-        )
+        job.phase(spark, "state of the touched days")
         days = sorted({_day(h) for h in windows})
-        state = state.withColumn("date", F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd"))
-        job.write(
-            state.filter(F.col("date").isin(*days)),
-            storage.join(p.out, "_state", "run=%d" % n),
-            ("date",),
-            single=True,
-        )
-        for d in days:
+        state, cols = new_state(spark, p, snap, days, redo, windows, win, clean, rollups, cached)
+        job.write(state, storage.join(p.out, "_state", "run=%d" % n), ("date", "kind"), single=True)
+        for d in days + [TOTAL]:
             snap["state"][d] = n
-        first_hour = snap["ts_min"] - snap["ts_min"] % metrics.HOUR_MS
-        report_path = job.finish(
-            spark,
-            store,
-            cfg,
-            p,
-            merged["window"],
-            merged["record"],
-            merged["histogram"],
-            q,
-            snap["ts_max"],
-            first_hour,
+        snap["schema"] = state.drop("date", "kind").schema.json()
+
+        # the tables, from every day's rollups and the histograms' total, as written (a few small
+        # files: a plain scan, where the write's plan would make every query on it costly to plan)
+        job.phase(spark, "merge the days")
+        st = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ROLLUPS + ["total"]).persist(job.CACHE)
+        cached.append(st)
+
+        def kind(k):
+            return st.filter(F.col("_kind") == k).select(*cols[k])
+
+        parts = job.Partials(
+            kind("wday"), kind("rday"), kind("total"), kind("fwh"), kind("devh"), kind("fleet")
         )
+        first_hour = snap["ts_min"] - snap["ts_min"] % metrics.HOUR_MS
+        report_path = job.finish(spark, store, cfg, p, parts, q, snap["ts_max"], first_hour)
         return windows, report_path
     finally:
         for df in cached:
             df.unpersist()
+
+
+def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached):
+    """The state of the touched days (their hourly partials, the recomputed hours' rows in place of
+    the old, and the daily rollups made from them) and the histograms' new total: (one DataFrame
+    with `date` and `kind`, {kind: its columns})."""
+    day = F.col("hour_ms") - F.pmod("hour_ms", F.lit(DAY_MS))
+    fresh = {
+        "window": (metrics.hour_windows(win), windows),
+        "record": (metrics.hour_records(clean), redo),
+        "histogram": (metrics.histogram(clean, by_hour=True), redo),
+    }
+    old_days = [d for d in days if d in snap["state"]]
+    old = None
+    if old_days:
+        old = _read_kinds(spark, snap, _state_paths(p, snap, old_days), HOURLY).persist(job.CACHE)
+        cached.append(old)
+    hourly = {}
+    for kind, (rows_new, hrs) in fresh.items():
+        m = rows_new
+        if old is not None:
+            m = (
+                old.filter((F.col("_kind") == kind) & ~F.col("hour_ms").isin(*sorted(hrs)))
+                .select(*rows_new.columns)
+                .unionByName(rows_new)
+            )
+        hourly[kind] = m
+    hw, hr = hourly["window"].persist(job.CACHE), hourly["record"].persist(job.CACHE)
+    cached += [hw, hr]
+    fw_hours, dev_hours = metrics.hour_counts(hr, DAY_MS)
+    kinds = {
+        "window": hw,
+        "record": hr,
+        "histogram": hourly["histogram"],
+        "wday": metrics.merge_windows(hw, DAY_MS),
+        "rday": metrics.merge_records(
+            hr.withColumn("hour_ms", day), ["device_id", "hour_ms", "fw_version", "boot_id"]
+        ),
+        "fwh": fw_hours,
+        "devh": dev_hours,
+        "fleet": metrics.fleet_hourly(hw),
+    }
+    # every day's rollups (`before`: as the last run left them): the touched days' new ones and
+    # the other days' as they were
+    date = F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd")
+    # `kind` partitions the dataset (a run reads only the kinds it needs); `_kind`, its copy in the
+    # rows, tells them apart once read
+    parts = []
+    for k, df in kinds.items():
+        rows = df.withColumns({"kind": F.lit(k), "_kind": F.lit(k)})
+        if k in ROLLUPS:
+            if before is not None:
+                kept = before.filter((F.col("_kind") == k) & ~date.isin(*days)).select(*df.columns)
+                rows = rows.unionByName(kept.withColumns({"kind": F.lit(k), "_kind": F.lit(k)}))
+            rows = rows.withColumn("date", F.lit(TOTAL))
+        else:
+            rows = rows.withColumn("date", date)
+        parts.append(rows)
+    # the histograms' total over every hour (release percentiles need only that): the last total,
+    # minus the recomputed hours' old counts, plus their new ones
+    hist_cols = ["fw_version", "metric", "value", "n"]
+    terms = [fresh["histogram"][0].select(*hist_cols)]
+    if old is not None:
+        terms.append(
+            old.filter((F.col("_kind") == "histogram") & F.col("hour_ms").isin(*sorted(redo))).select(
+                "fw_version", "metric", "value", (-F.col("n")).alias("n")
+            )
+        )
+    if before is not None:
+        terms.append(before.filter(F.col("_kind") == "total").select(*hist_cols))
+    total = terms[0]
+    for t in terms[1:]:
+        total = total.unionByName(t)
+    total = total.groupBy("fw_version", "metric", "value").agg(F.sum("n").alias("n")).filter(F.col("n") != 0)
+    parts.append(total.withColumns({"kind": F.lit("total"), "_kind": F.lit("total"), "date": F.lit(TOTAL)}))
+    state = parts[0]
+    for part in parts[1:]:
+        state = state.unionByName(part, allowMissingColumns=True)
+    cols = {k: df.columns for k, df in kinds.items()}
+    cols["total"] = hist_cols
+    return state, cols
+
+
+def before_them(days, links, mine, hours):
+    """True when every day in `days` (one links row per device and day) ends, on its device, before
+    the first seq of every hour to recompute (mine: the touched hours' new ranges; links: the
+    others' old ones): then nothing of it overlaps or follows them, and its last window is the only
+    one of it that can chain to theirs."""
+    ours = mine.select("device_id", "first").unionByName(
+        links.filter(F.col("hour_ms").isin(*sorted(hours))).select("device_id", "first")
+    )
+    low = ours.groupBy("device_id").agg(F.min("first").alias("_low"))
+    clash = days.join(low, "device_id").filter(F.col("last") >= F.col("_low"))
+    return not clash.limit(1).collect()
+
+
+def _links(hw):
+    """Per (device, hour_ms) of hour_windows or merge_windows rows: the seq range (first, last) and
+    the last window (min_seq, _rec_last) that a later one chains to."""
+    return hw.groupBy("device_id", "hour_ms").agg(
+        F.min("min_seq").alias("first"),
+        F.max("max_seq").alias("last"),
+        F.max("last_min_seq").alias("min_seq"),
+        F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
+    )
 
 
 def related(links, mine, touched):

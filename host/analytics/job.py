@@ -220,25 +220,45 @@ def batch(spark, store, cfg, p):
         hist = metrics.histogram(clean, by_hour=False).persist(CACHE)
         cached.append(hist)
         first_hour = valid["ts_min"] - valid["ts_min"] % HOUR_MS
-        report_path = finish(spark, store, cfg, p, hw, hr, hist, q, valid["ts_max"], first_hour)
+        report_path = finish(spark, store, cfg, p, Partials(hw, hr, hist), q, valid["ts_max"], first_hour)
     finally:
         for df in cached:
             df.unpersist()
     return Result(p.out, {n: p.table(n) for n in S.TABLES}, q, 0.0, report_path)
 
 
-def finish(spark, store, cfg, p, hw, hr, hist, q, newest_ts, first_hour_ms):
-    """The tables merged from the hourly partials (device_health, firmware_cohort, outliers),
-    the report and quality.json. Returns the report's URI (or None)."""
-    # the hourly partials are small (a few rows per device and hour) and each is read by device_health
-    # and firmware_cohort (hr twice by device_health): kept, instead of aggregating the records again
-    hw, hr = hw.persist(CACHE), hr.persist(CACHE)
-    health = metrics.device_health(hw, hr, cfg.silent_after_s, newest_ts, first_hour_ms).persist(CACHE)
+@dataclass
+class Partials:
+    """What device_health, firmware_cohort, outliers and the report are merged from: hw
+    (metrics.hour_windows or merge_windows rows), hr (hour_records or merge_records rows), hist
+    (metrics.histogram rows), and unless given, from hr and hw: the hour counts (metrics.hour_counts)
+    and the report's fleet_hourly."""
+
+    hw: object
+    hr: object
+    hist: object
+    fw_hours: object = None
+    dev_hours: object = None
+    fleet: object = None
+
+
+def finish(spark, store, cfg, p, parts, q, newest_ts, first_hour_ms):
+    """The tables merged from the partials (device_health, firmware_cohort, outliers), the report
+    and quality.json. Returns the report's URI (or None)."""
+    # the partials are small (a few rows per device and hour, or day) and each is read by
+    # device_health and firmware_cohort (hr twice by device_health): kept, instead of aggregating
+    # the records again
+    hw, hr = parts.hw.persist(CACHE), parts.hr.persist(CACHE)
+    fw_hours, dev_hours = parts.fw_hours, parts.dev_hours
+    if fw_hours is None:
+        fw_hours, dev_hours = metrics.hour_counts(hr)
+    health = metrics.device_health(hw, hr, dev_hours, cfg.silent_after_s, newest_ts, first_hour_ms)
+    health = health.persist(CACHE)
     try:
         phase(spark, "device_health")
         write(health, p.table("device_health"), single=True)
         phase(spark, "firmware_cohort")
-        write(metrics.firmware_cohort(hr, hist, hw), p.table("firmware_cohort"), single=True)
+        write(metrics.firmware_cohort(fw_hours, parts.hist, hw), p.table("firmware_cohort"), single=True)
         phase(spark, "outliers")
         write(metrics.outliers(health, min_cohort=cfg.min_cohort), p.table("outliers"), single=True)
         report_path = None
@@ -246,7 +266,8 @@ def finish(spark, store, cfg, p, hw, hr, hist, q, newest_ts, first_hour_ms):
             phase(spark, "report")
             from fleetwire.host.analytics import report
 
-            report_path = report.write(spark, store, p.out, hw, hist, q)
+            fleet = parts.fleet if parts.fleet is not None else metrics.fleet_hourly(hw)
+            report_path = report.write(spark, store, p.out, fleet, parts.hist, q)
     finally:
         for df in (health, hr, hw):
             df.unpersist()

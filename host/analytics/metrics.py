@@ -375,11 +375,114 @@ def release_percentiles(hist):
     return h.groupBy("fw_version").agg(*aggs)
 
 
-def device_health(hw, hr, silent_after_s, newest_ts, first_hour_ms):
-    """device_health from the hourly partials. newest_ts: the newest ts in the data; first_hour_ms:
-    the first hour in it (the battery moments are shifted to it, hours since)."""
+def window_moments(n, c):
+    """The battery moments (vn, vt, vv, vtv, vtt) of partial rows shifted by c hours (to an origin c
+    hours before theirs): as sums, they then add up with rows of other origins."""
+    return {
+        "vt": F.col("vt") + n * c,
+        "vtv": F.col("vtv") + c * F.col("vv"),
+        "vtt": F.col("vtt") + 2 * c * F.col("vt") + n * c * c,
+    }
+
+
+def merge_windows(hw, bucket_ms):
+    """hour_windows rows merged into buckets of bucket_ms (the incremental run's daily rollups): per
+    (device, bucket start as hour_ms, window fw_version), what device_health and firmware_cohort read,
+    and the bucket's last window (last_min_seq, last_rec) that a later one chains to. Merging them
+    again gives what merging the hours gives."""
+    start = F.col("hour_ms") - F.pmod(F.col("hour_ms"), F.lit(int(bucket_ms)))
+    c = F.pmod(F.col("hour_ms"), F.lit(int(bucket_ms))) / float(HOUR_MS)
+    m = window_moments(F.col("vn"), c)
+    return hw.groupBy("device_id", start.alias("hour_ms"), "fw_version").agg(
+        F.sum("windows").alias("windows"),
+        F.sum("coverage_sum").alias("coverage_sum"),
+        F.sum("loss_rate_sum").alias("loss_rate_sum"),
+        F.sum("reconnects_sum").alias("reconnects_sum"),
+        F.sum("records").alias("records"),
+        F.sum("distinct_seq").alias("distinct_seq"),
+        F.min("min_seq").alias("min_seq"),
+        F.max("max_seq").alias("max_seq"),
+        F.max_by("period_s", "max_seq").alias("period_s"),
+        F.sum("unexpected_resets").alias("unexpected_resets"),
+        F.min_by("rec_first", "min_seq").alias("rec_first"),
+        F.max_by("rec_last", "max_seq").alias("rec_last"),
+        F.max("last_min_seq").alias("last_min_seq"),
+        F.max_by("last_rec", "last_min_seq").alias("last_rec"),
+        F.min("ts_min").alias("ts_min"),
+        F.max("ts_max").alias("ts_max"),
+        F.min("vbat_min").alias("vbat_min"),
+        F.sum("vn").alias("vn"),
+        F.sum(m["vt"]).alias("vt"),
+        F.sum("vv").alias("vv"),
+        F.sum(m["vtv"]).alias("vtv"),
+        F.sum(m["vtt"]).alias("vtt"),
+    )
+
+
+def merge_records(hr, keys):
+    """hour_records rows merged per `keys`: sums, and the heap moments of the merged groups combined
+    about their common means (Chan et al.'s pairwise formula), in the same form, so that merging
+    merged rows again gives what merging the hours gives."""
+    w = Window.partitionBy(*keys)
+    n = F.sum("hn").over(w)
+    b = hr.withColumns(
+        {
+            "_mu": F.sum(F.col("hn") * F.coalesce("hu", F.lit(0.0))).over(w) / n,
+            "_mh": F.sum(F.col("hn") * F.coalesce("hh", F.lit(0.0))).over(w) / n,
+        }
+    )
+    du, dh = F.col("hu") - F.col("_mu"), F.col("hh") - F.col("_mh")
+    has = F.col("hn") > 0
+    return b.groupBy(*keys).agg(
+        F.sum("records").alias("records"),
+        F.sum("unexpected_resets").alias("unexpected_resets"),
+        F.max("crashed").alias("crashed"),
+        F.sum("hn").alias("hn"),
+        F.max("_mu").alias("hu"),  # one value per group (null without any: 0 / 0)
+        F.max("_mh").alias("hh"),
+        F.sum(F.when(has, F.col("huh") + F.col("hn") * du * dh).otherwise(0.0)).alias("huh"),
+        F.sum(F.when(has, F.col("huu") + F.col("hn") * du * du).otherwise(0.0)).alias("huu"),
+    )
+
+
+def hour_counts(hr, bucket_ms=None):
+    """From hour_records rows: (per device and record fw_version: device_hours, crash_free_hours,
+    records, unexpected_resets; per device: active_hours, crash_free_hours), counted per bucket of
+    bucket_ms (rows that sum across buckets) or over all hours."""
+    b = []
+    if bucket_ms is not None:
+        b = [(F.col("hour_ms") - F.pmod("hour_ms", F.lit(int(bucket_ms)))).alias("hour_ms")]
+    fw = (
+        hr.groupBy("device_id", "hour_ms", "fw_version")
+        .agg(
+            F.max("crashed").alias("crashed"),
+            F.sum("records").alias("records"),
+            F.sum("unexpected_resets").alias("unexpected_resets"),
+        )
+        .groupBy("device_id", *b, "fw_version")
+        .agg(
+            F.count(F.lit(1)).alias("device_hours"),
+            F.sum(1 - F.col("crashed")).alias("crash_free_hours"),
+            F.sum("records").alias("records"),
+            F.sum("unexpected_resets").alias("unexpected_resets"),
+        )
+    )
+    dev = (
+        hr.groupBy("device_id", "hour_ms")
+        .agg(F.max("crashed").alias("crashed"))
+        .groupBy("device_id", *b)
+        .agg(F.count(F.lit(1)).alias("active_hours"), F.sum(1 - F.col("crashed")).alias("crash_free_hours"))
+    )
+    return fw, dev
+
+
+def device_health(hw, hr, dev_hours, silent_after_s, newest_ts, first_hour_ms):
+    """device_health from the partials: hw (hour_windows or merge_windows rows), hr (hour_records or
+    merge_records rows), dev_hours (hour_counts()[1]). newest_ts: the newest ts in the data;
+    first_hour_ms: the first hour in it (the battery moments are shifted to it, hours since)."""
     c = (F.col("hour_ms") - F.lit(int(first_hour_ms))) / float(HOUR_MS)
     n = F.col("vn")
+    m = window_moments(n, c)
     d = hw.groupBy("device_id").agg(
         F.max_by("fw_version", "max_seq").alias("fw_version"),
         F.min("ts_min").alias("first_ts"),
@@ -393,39 +496,22 @@ def device_health(hw, hr, silent_after_s, newest_ts, first_hour_ms):
         (F.max_by("rec_last", "max_seq") - F.min_by("rec_first", "min_seq")).alias("reconnects"),
         F.min("vbat_min").alias("vbat_min"),
         F.sum(n).alias("_n"),
-        F.sum(F.col("vt") + n * c).alias("_st"),
+        F.sum(m["vt"]).alias("_st"),
         F.sum("vv").alias("_sv"),
-        F.sum(F.col("vtv") + c * F.col("vv")).alias("_stv"),
-        F.sum(F.col("vtt") + 2 * c * F.col("vt") + n * c * c).alias("_stt"),
+        F.sum(m["vtv"]).alias("_stv"),
+        F.sum(m["vtt"]).alias("_stt"),
     )
     sxx = F.col("_stt") - F.col("_st") * F.col("_st") / F.col("_n")
     sxy = F.col("_stv") - F.col("_st") * F.col("_sv") / F.col("_n")
     d = d.withColumn("vbat_drop_per_hour", F.when((F.col("_n") > 1) & (sxx > 0), -sxy / sxx))
-    # per boot, the hours' co-moments combined about the boot's means (Chan et al.'s pairwise formula)
-    per_boot = Window.partitionBy("device_id", "boot_id")
-    n = F.sum("hn").over(per_boot)
-    b = hr.withColumns(
-        {
-            "_mu": F.sum(F.col("hn") * F.coalesce("hu", F.lit(0.0))).over(per_boot) / n,
-            "_mh": F.sum(F.col("hn") * F.coalesce("hh", F.lit(0.0))).over(per_boot) / n,
-        }
-    )
-    du, dh = F.col("hu") - F.col("_mu"), F.col("hh") - F.col("_mh")
-    has = F.col("hn") > 0
+    # per boot, the partials' co-moments combined about the boot's means
     boot = (
-        b.groupBy("device_id", "boot_id")
-        .agg(
-            F.sum(F.when(has, F.col("huh") + F.col("hn") * du * dh).otherwise(0.0)).alias("sxy"),
-            F.sum(F.when(has, F.col("huu") + F.col("hn") * du * du).otherwise(0.0)).alias("sxx"),
-        )
+        merge_records(hr, ["device_id", "boot_id"])
         .groupBy("device_id")
-        .agg(F.count(F.lit(1)).alias("_boots"), F.sum("sxy").alias("_sxy"), F.sum("sxx").alias("_sxx"))
+        .agg(F.count(F.lit(1)).alias("_boots"), F.sum("huh").alias("_sxy"), F.sum("huu").alias("_sxx"))
     )
-    hrs = (
-        hr.groupBy("device_id", "hour_ms")
-        .agg(F.max("crashed").alias("crashed"))
-        .groupBy("device_id")
-        .agg(F.count(F.lit(1)).alias("active_hours"), F.sum(1 - F.col("crashed")).alias("crash_free_hours"))
+    hrs = dev_hours.groupBy("device_id").agg(
+        F.sum("active_hours").alias("active_hours"), F.sum("crash_free_hours").alias("crash_free_hours")
     )
     d = d.join(boot, "device_id").join(hrs, "device_id")
     expected = F.round((F.col("last_ts") - F.col("first_ts")) / (F.col("period_s") * 1000.0)) + 1
@@ -463,24 +549,15 @@ def version_key(col="fw_version"):
     )
 
 
-def firmware_cohort(hr, hist, hw):
-    # per (device, release) first, within the partitions by device_id; then one shuffle by release
-    # for the record-based and the window-based sums together
-    dev = (
-        hr.groupBy("device_id", "hour_ms", "fw_version")
-        .agg(
-            F.max("crashed").alias("crashed"),
-            F.sum("records").alias("records"),
-            F.sum("unexpected_resets").alias("unexpected_resets"),
-        )
-        .groupBy("device_id", "fw_version")
-        .agg(
-            F.lit(1).alias("devices"),
-            F.count(F.lit(1)).alias("device_hours"),
-            F.sum(1 - F.col("crashed")).alias("crash_free_hours"),
-            F.sum("records").alias("records"),
-            F.sum("unexpected_resets").alias("unexpected_resets"),
-        )
+def firmware_cohort(fw_hours, hist, hw):
+    # per (device, release) first (fw_hours: hour_counts()[0]), within the partitions by device_id;
+    # then one shuffle by release for the record-based and the window-based sums together
+    dev = fw_hours.groupBy("device_id", "fw_version").agg(
+        F.lit(1).alias("devices"),
+        F.sum("device_hours").alias("device_hours"),
+        F.sum("crash_free_hours").alias("crash_free_hours"),
+        F.sum("records").alias("records"),
+        F.sum("unexpected_resets").alias("unexpected_resets"),
     )
     win = hw.groupBy("device_id", "fw_version").agg(
         F.sum("windows").alias("windows"),

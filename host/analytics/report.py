@@ -7,7 +7,7 @@ import datetime as dt
 import html
 import io
 
-from fleetwire.host.analytics import landing, metrics, storage
+from fleetwire.host.analytics import landing, storage
 from fleetwire.host.analytics import schema as S
 
 WORST = 15
@@ -25,16 +25,16 @@ def _version_sort(versions):
     return sorted(versions, key=key)
 
 
-def collect(spark, out, hw, hist):
-    """The small frames the report shows (pandas), from the written small tables and the hourly
-    partials (hour_windows, histogram)."""
+def collect(spark, out, fleet, hist):
+    """The small frames the report shows (pandas), from the written small tables, metrics.fleet_hourly
+    and the histogram partials."""
     from pyspark.sql import functions as F
 
     d = {
         n: spark.read.parquet(storage.join(out, n)).toPandas()
         for n in ("firmware_cohort", "outliers", "device_health")
     }
-    d["fleet_hourly"] = metrics.fleet_hourly(hw).orderBy("hour_ms", "fw_version").toPandas()
+    d["fleet_hourly"] = fleet.orderBy("hour_ms", "fw_version").toPandas()
     d["fleet_hourly"].insert(
         0,
         "hour",
@@ -147,9 +147,9 @@ def _png(fig, name):
     return name, buf.getvalue()
 
 
-def write(spark, store, out, hw, hist, quality):
+def write(spark, store, out, fleet, hist, quality):
     """Write OUT/report.html, OUT/plots/*.png and OUT/csv/*.csv; returns the HTML's URI."""
-    d = collect(spark, out, hw, hist)
+    d = collect(spark, out, fleet, hist)
     csvs = {}
     for name in ("firmware_cohort", "outliers", "device_health", "fleet_hourly", "rssi_histogram"):
         csvs[name] = "csv/%s.csv" % name

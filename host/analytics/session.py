@@ -45,6 +45,9 @@ JOB_PERF_CONF = {
     # records the phases after deduplication took 65 s instead of 71 s, tables identical
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.join.preferSortMergeJoin": "false",
+    # the incremental run reads its state from a directory per day (a month: 31 and more): listed
+    # by the driver, not by a Spark job (the default starts one above 32 paths)
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "4096",
 }
 
 # What one input record costs on disk, by format: the input's size -> records (partition sizing).

@@ -218,3 +218,107 @@ def test_a_landing_zone_moved_elsewhere_keeps_its_files_seen(month, spark, tmp_p
         ),
     )
     assert (r.new_files, r.new_records) == (0, 0)
+
+
+def report_csv(out, name):
+    return pd.read_csv(out / "csv" / (name + ".csv"))
+
+
+@pytest.fixture(scope="module")
+def split_hour():
+    """Four hours of a small fleet; hour 01 (of rx_ts) split in two halves by record."""
+    df = generator.generate(devices=6, hours=4, seed=19)
+    t0 = generator.parse_time(generator.DEFAULT_START)
+    h1 = df[(df.rx_ts >= t0 + 3600_000) & (df.rx_ts < t0 + 2 * 3600_000)]
+    return df, h1.iloc[::2], h1.iloc[1::2]
+
+
+def test_more_records_and_copies_for_counted_hours_count_as_a_batch_run_does(run_job, split_hour, tmp_path):
+    """Hours already counted get more records and copies of records already counted (a late file,
+    a redelivery): the recomputed hours' old counts leave the histograms' running total and their
+    new ones enter it, once; the report's histogram and every table equal a batch run's."""
+    df, counted, late = split_hour
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    generator.write_landing(df.drop(late.index), str(landing))
+    run_job(landing, out, incremental=True)
+    copies = counted.iloc[::3].assign(rx_ts=counted.iloc[::3].rx_ts + 1)  # delivered again, later
+    generator.write_landing(pd.concat([late, copies]), str(landing))
+    r, _ = run_job(landing, out, incremental=True, report=True)
+    assert r.new_records == len(late) + len(copies)
+    assert r.quality["clean_records"] == len(df.drop_duplicates(["device_id", "seq"]))
+    assert r.quality["duplicates"] == r.quality["valid_records"] - r.quality["clean_records"]
+    again, _ = run_job(landing, out, incremental=True, report=True)  # nothing new: nothing moves
+    assert (again.new_files, again.new_records) == (0, 0)
+
+    run_job(landing, tmp_path / "batch", report=True)
+    same_tables(out, tmp_path / "batch")
+    for name, keys in (("rssi_histogram", ["fw_version", "rssi"]), ("fleet_hourly", ["hour", "fw_version"])):
+        assert R.differences(report_csv(out, name), report_csv(tmp_path / "batch", name), keys) == [], name
+
+
+def test_a_run_killed_after_writing_its_state_leaves_the_last_commit_usable(
+    run_job, split_hour, tmp_path, monkeypatch
+):
+    """The run that recomputes a counted hour dies after writing its tables and state, before its
+    commit: the next run starts again from the last commit's state (its histograms' total, not the
+    dead run's), and the tables equal a batch run's."""
+    from fleetwire.host.analytics import incremental
+
+    df, _, late = split_hour
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    generator.write_landing(df.drop(late.index), str(landing))
+    run_job(landing, out, incremental=True)
+    generator.write_landing(late, str(landing))
+
+    def killed(self, snap):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(incremental.Checkpoint, "commit", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run_job(landing, out, incremental=True)
+    r, log = run_job(landing, out, incremental=True, report=True)
+    assert any("finishing run 2, which stopped before it committed" in line for line in log)
+    assert r.quality["clean_records"] == len(df.drop_duplicates(["device_id", "seq"]))
+    run_job(landing, tmp_path / "batch", report=True)
+    same_tables(out, tmp_path / "batch")
+    keys = ["fw_version", "rssi"]
+    assert (
+        R.differences(
+            report_csv(out, "rssi_histogram"), report_csv(tmp_path / "batch", "rssi_histogram"), keys
+        )
+        == []
+    )
+
+
+def test_a_checkpoint_from_an_older_state_layout_is_refused_with_what_to_do(run_job, tmp_path):
+    import json
+
+    from fleetwire.host.analytics import landing as L
+
+    generator.write_landing(generator.generate(devices=2, hours=1, seed=3), str(tmp_path / "landing"))
+    (tmp_path / "out" / "_checkpoint").mkdir(parents=True)
+    (tmp_path / "out" / "_checkpoint" / "state-3.json").write_text(json.dumps({"version": 1, "run": 3}))
+    with pytest.raises(L.InputError, match="older fleetwire .* delete it, OUT/_staging and OUT/_state"):
+        run_job(tmp_path / "landing", tmp_path / "out", incremental=True)
+
+
+def test_a_late_file_for_an_hour_days_ago_recomputes_it_and_relinks_the_hour_after(run_job, tmp_path):
+    """An hour of the first of three days lands last: later days' seqs reach past it, so every
+    hour's window links are read to find what follows it; the tables equal a batch run's."""
+    df = generator.generate(devices=4, hours=3 * 24, seed=23)
+    t0 = generator.parse_time(generator.DEFAULT_START)
+    late = df[(df.rx_ts >= t0 + 10 * 3600_000) & (df.rx_ts < t0 + 11 * 3600_000)]
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    generator.write_landing(df.drop(late.index), str(landing))
+    run_job(landing, out, incremental=True)
+    before = partitions(out)
+    generator.write_landing(late, str(landing))
+    run_job(landing, out, incremental=True)
+    after = partitions(out)
+    changed = {k for k in after if before.get(k) != after[k]}
+    own = ts_hours(late)
+    assert {h for t, h in changed if t == "clean"} == own
+    assert len({h for t, h in changed if t == "device_window"} - own) == 1  # the hour after
+    run_job(landing, tmp_path / "batch")
+    same_tables(out, tmp_path / "batch")
