@@ -280,34 +280,36 @@ WINDOW_COLUMNS = [
 
 def hour_windows(win):
     """Per (device, UTC hour, window fw_version): what device_health and firmware_cohort need of the
-    hour's windows, in a form that sums across hours. The battery moments are taken about the hour's
-    start (hours), the windows' own ones being about the window's start."""
-    c = (F.col("window_ms") - F.col("hour_ms")) / float(HOUR_MS)
-    n = F.col("_vn")
-    return win.groupBy("device_id", "hour_ms", "fw_version").agg(
-        F.count(F.lit(1)).alias("windows"),
-        F.sum("coverage").alias("coverage_sum"),
-        F.sum("loss_rate").alias("loss_rate_sum"),
-        F.sum("reconnects").alias("reconnects_sum"),
-        F.sum("records").alias("records"),
-        F.sum("distinct_seq").alias("distinct_seq"),
-        F.min("min_seq").alias("min_seq"),
-        F.max("max_seq").alias("max_seq"),
-        F.max_by("period_s", "max_seq").alias("period_s"),
-        F.sum("unexpected_resets").alias("unexpected_resets"),
-        F.min_by("_rec_first", "min_seq").alias("rec_first"),
-        F.max_by("_rec_last", "max_seq").alias("rec_last"),
-        F.max("min_seq").alias("last_min_seq"),
-        F.max_by("_rec_last", "min_seq").alias("last_rec"),
-        F.min("_ts_min").alias("ts_min"),
-        F.max("_ts_max").alias("ts_max"),
-        F.min("_vbat_min").alias("vbat_min"),
-        F.sum(n).alias("vn"),
-        F.sum(F.col("_vt") + n * c).alias("vt"),
-        F.sum("_vv").alias("vv"),
-        F.sum(F.col("_vtv") + c * F.col("_vv")).alias("vtv"),
-        F.sum(F.col("_vtt") + 2 * c * F.col("_vt") + n * c * c).alias("vtt"),
+    hour's windows, in a form that sums across hours: each window as a partial row of its own (its
+    battery moments about the window's start), merged into its hour as merge_windows merges hours."""
+    one = win.select(
+        "device_id",
+        F.col("window_ms").alias("hour_ms"),
+        "fw_version",
+        F.lit(1).alias("windows"),
+        F.col("coverage").alias("coverage_sum"),
+        F.col("loss_rate").alias("loss_rate_sum"),
+        F.col("reconnects").alias("reconnects_sum"),
+        "records",
+        "distinct_seq",
+        "min_seq",
+        "max_seq",
+        "period_s",
+        "unexpected_resets",
+        F.col("_rec_first").alias("rec_first"),
+        F.col("_rec_last").alias("rec_last"),
+        F.col("min_seq").alias("last_min_seq"),
+        F.col("_rec_last").alias("last_rec"),
+        F.col("_ts_min").alias("ts_min"),
+        F.col("_ts_max").alias("ts_max"),
+        F.col("_vbat_min").alias("vbat_min"),
+        F.col("_vn").alias("vn"),
+        F.col("_vt").alias("vt"),
+        F.col("_vv").alias("vv"),
+        F.col("_vtv").alias("vtv"),
+        F.col("_vtt").alias("vtt"),
     )
+    return merge_windows(one, HOUR_MS)
 
 
 def hour_records(clean):
