@@ -95,6 +95,37 @@ def spark_work(spark):
     return jobs, shuffles, nbytes / 2**20, task_ns / 1e9
 
 
+def phase_work(spark):
+    """({phase: [Spark jobs, shuffles]}, [(phase, job's call site)]) of what this session ran, by the
+    jobs' descriptions (job.phase names them); a stage reused by a later job counts once, in the first."""
+    sc = spark.sparkContext
+    store = sc._jsc.sc().statusStore()
+    gw = sc._gateway
+    shuffled = set()
+    stages = store.stageList(None, False, False, gw.new_array(gw.jvm.double, 0), None)
+    for i in range(stages.size()):
+        st = stages.apply(i)
+        if st.shuffleWriteRecords() > 0:
+            shuffled.add(st.stageId())
+    out, seen, names = {}, set(), []
+    jl = store.jobsList(None)
+    for i in sorted(range(jl.size()), key=lambda i: jl.apply(i).jobId()):
+        j = jl.apply(i)
+        d = j.description()
+        what = d.get() if d.isDefined() else j.name()
+        what = what.replace("fleetwire report: ", "")
+        w = out.setdefault(what, [0, 0])
+        w[0] += 1
+        names.append((what, j.name()))
+        ids = j.stageIds()
+        for k in range(ids.size()):
+            sid = ids.apply(k)
+            if sid in shuffled and sid not in seen:
+                seen.add(sid)
+                w[1] += 1
+    return out, names
+
+
 def jit_seconds(spark):
     """CPU seconds the driver JVM's JIT compiler threads (HotSpot's "C1/C2 CompilerThread") have used
     so far, from /proc: on 2 cores they take CPU from the tasks."""
@@ -122,6 +153,14 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
     spark = session.build("local[2]", app="bench", extra=conf)
     start = time.time() - t  # JVM and session start: fixed, reported apart from the job
     jit0 = jit_seconds(spark)
+    marks = []  # (phase, when it began): the job names its phases (job.phase)
+    named = job.phase
+
+    def phase(spark, what):
+        marks.append((what, time.time()))
+        named(spark, what)
+
+    job.phase = phase
     t = time.time()
     res = job.run(
         spark,
@@ -130,8 +169,11 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
         ),
     )
     secs = time.time() - t
+    ends = [m[1] for m in marks[1:]] + [t + secs]
     jit = jit_seconds(spark) - jit0
     jobs, shuffles, mib, task_cpu = spark_work(spark)
+    work, names = phase_work(spark)
+    phases = [(what, end - began) + tuple(work.get(what, (0, 0))) for (what, began), end in zip(marks, ends)]
     spark.stop()
     print(
         json.dumps(
@@ -147,6 +189,8 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
                 "jit_s": jit,
                 "new_records": res.new_records,
                 "hours": res.hours,
+                "phases": phases,
+                "job_names": names,
             }
         )
     )
@@ -257,6 +301,11 @@ def incremental_bench(a):
                 info["shuffles"],
                 ", hours rewritten: %d" % len(info["hours"]) if info.get("hours") is not None else "",
             ),
+            flush=True,
+        )
+        print(
+            "    phases: "
+            + ", ".join("%s %.1f s (%d jobs, %d shuffles)" % tuple(ph) for ph in info.get("phases", [])),
             flush=True,
         )
         return dict(info, wall=wall, cpu=cpu)

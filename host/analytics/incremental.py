@@ -241,29 +241,31 @@ def stage(spark, store, cfg, p, n, rel_files, staging):
     shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
 
     def action(classified):
-        c = metrics.with_time_columns(classified).persist(job.CACHE)
-        try:
-            rows = (
-                c.groupBy("_problem", "hour_ms")
-                .agg(F.count(F.lit(1)).alias("n"), F.min("ts").alias("lo"), F.max("ts").alias("hi"))
-                .collect()
-            )
-            valid = c.filter(F.col("_problem").isNull()).select(*S.FIELD_NAMES, "date", "hour")
-            job.write(valid.repartition(max(1, shape["cores"]), "date", "hour"), target, ("date", "hour"))
-        finally:
-            c.unpersist()
-        return rows
+        # the counts are observed while the staging is written: one pass, one Spark job
+        from pyspark.sql import Observation
 
-    rows, read, vanished = job.read_records(spark, store, files, cfg, action)
-    counts, hours = {}, set()
-    lo = hi = None
-    for r in rows:
-        k = r["_problem"] or ""
-        counts[k] = counts.get(k, 0) + r["n"]
-        if r["_problem"] is None:
-            hours.add(int(r["hour_ms"]))
-            lo = r["lo"] if lo is None else min(lo, r["lo"])
-            hi = r["hi"] if hi is None else max(hi, r["hi"])
+        c = metrics.with_time_columns(classified)
+        ok = F.col("_problem").isNull()
+        obs = Observation()
+        c = c.observe(
+            obs,
+            F.count(F.lit(1)).alias("all"),
+            F.count_if(ok).alias("valid"),
+            *[F.count_if(F.col("_problem") == k).alias(k) for k in [*landing.PROBLEMS, landing.FILTERED]],
+            F.collect_set(F.when(ok, F.col("hour_ms"))).alias("hours"),
+            F.min(F.when(ok, F.col("ts"))).alias("lo"),
+            F.max(F.when(ok, F.col("ts"))).alias("hi"),
+        )
+        valid = c.filter(ok).select(*S.FIELD_NAMES, "date", "hour")
+        job.write(valid.repartition(max(1, shape["cores"]), "date", "hour"), target, ("date", "hour"))
+        return obs.get
+
+    m, read, vanished = job.read_records(spark, store, files, cfg, action)
+    kinds = [*landing.PROBLEMS, landing.FILTERED, "valid"]
+    counts = {("" if k == "valid" else k): m[k] for k in kinds if m[k]}
+    if sum(counts.values()) != m["all"]:  # a `_problem` classify() gives that is not counted here
+        raise RuntimeError("staging counted %s of %d records" % (counts, m["all"]))
+    lo, hi, hours = m["lo"], m["hi"], {int(h) for h in m["hours"]}
     return {
         "read": [_rel(p.input, f) for f in read],
         "vanished": vanished,
@@ -388,7 +390,9 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
 
         job.phase(spark, "state of the touched days")
         days = sorted({_day(h) for h in windows})
-        state, cols = new_state(spark, p, snap, days, redo, windows, win, clean, rollups, cached)
+        state, cols = new_state(
+            spark, p, snap, days, redo, windows, win, clean, rollups, cached, max(1, shape["cores"])
+        )
         job.write(state, storage.join(p.out, "_state", "run=%d" % n), ("date", "kind"), single=True)
         for d in days + [TOTAL]:
             snap["state"][d] = n
@@ -397,7 +401,9 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
         # the tables, from every day's rollups and the histograms' total, as written (a few small
         # files: a plain scan, where the write's plan would make every query on it costly to plan)
         job.phase(spark, "merge the days")
-        st = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ROLLUPS + ["total"]).persist(job.CACHE)
+        # partitioned by device: device_health groups and joins within those partitions
+        st = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ROLLUPS + ["total"])
+        st = st.repartition(max(1, shape["cores"]), "device_id").persist(job.CACHE)
         cached.append(st)
 
         def kind(k):
@@ -414,7 +420,7 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
             df.unpersist()
 
 
-def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached):
+def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached, n_parts):
     """The state of the touched days (their hourly partials, the recomputed hours' rows in place of
     the old, and the daily rollups made from them) and the histograms' new total: (one DataFrame
     with `date` and `kind`, {kind: its columns})."""
@@ -439,7 +445,8 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached):
                 .unionByName(rows_new)
             )
         hourly[kind] = m
-    hw, hr = hourly["window"].persist(job.CACHE), hourly["record"].persist(job.CACHE)
+    # partitioned by device: every rollup below but fleet_hourly groups within those partitions
+    hw, hr = (hourly[k].repartition(n_parts, "device_id").persist(job.CACHE) for k in ("window", "record"))
     cached += [hw, hr]
     fw_hours, dev_hours = metrics.hour_counts(hr, DAY_MS)
     kinds = {
@@ -505,7 +512,7 @@ def before_them(days, links, mine, hours):
     )
     low = ours.groupBy("device_id").agg(F.min("first").alias("_low"))
     clash = days.join(low, "device_id").filter(F.col("last") >= F.col("_low"))
-    return not clash.limit(1).collect()
+    return not clash.agg(F.count(F.lit(1))).first()[0]  # one job (limit(1) may take several)
 
 
 def _links(hw):

@@ -59,11 +59,11 @@ def messy(spark, tmp_path_factory):
     out = tmp_path_factory.mktemp("messy-out")
     lines = []
     res = job.run(spark, job.Config(input=str(root), out=str(out), report=False, log=lines.append))
-    return res, lines, out
+    return res, lines, out, str(root)
 
 
 def test_bad_records_are_counted_by_reason(messy):
-    res, _, _ = messy
+    res, _, _, _ = messy
     q = res.quality
     assert q["skipped"] == {
         "malformed": 3,
@@ -76,14 +76,24 @@ def test_bad_records_are_counted_by_reason(messy):
     assert q["valid_records"] == 26 and q["clean_records"] == 23
 
 
+def test_an_incremental_run_counts_bad_records_by_reason_as_a_batch_run_does(spark, messy, tmp_path):
+    # its first run stages the new files and counts them in the same pass
+    from fleetwire.host.analytics import job
+
+    res, _, _, root = messy
+    inc = job.run(spark, job.Config(input=root, out=str(tmp_path / "out"), report=False, incremental=True))
+    for k in ("skipped", "skipped_records", "valid_records", "clean_records", "records_read"):
+        assert inc.quality[k] == res.quality[k], k
+
+
 def test_an_unreadable_file_is_skipped_and_named(messy):
-    res, lines, _ = messy
+    res, lines, _, _ = messy
     assert [u["path"].endswith("part-00002.ndjson") for u in res.quality["unreadable_files"]] == [True]
     assert any("unreadable file" in l and "part-00002.ndjson" in l for l in lines)
 
 
 def test_the_log_says_what_was_skipped_with_counts(messy):
-    _, lines, _ = messy
+    _, lines, _, _ = messy
     text = "\n".join(lines)
     assert "read 36 records from 4 files: 26 valid, 10 skipped" in text
     assert "skipped 3 records: not a JSON object (malformed line)" in text
@@ -93,7 +103,7 @@ def test_the_log_says_what_was_skipped_with_counts(messy):
 
 
 def test_the_tables_hold_only_the_good_records(messy):
-    _, _, out = messy
+    _, _, out, _ = messy
     assert sorted(table(out, "device_health")["device_id"]) == ["dev-a", "dev-b", "dev-c"]
     assert len(table(out, "clean")) == 23
     q = json.loads((out / "quality.json").read_text())
