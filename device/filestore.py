@@ -64,6 +64,7 @@ class FileStore:
         top = -1
         top_out = -1
         bad = []
+        longest = 0
         for name in _names(self.dir):
             c = name[:1]
             try:
@@ -71,7 +72,8 @@ class FileStore:
             except ValueError:
                 continue  # not ours
             path = self.dir + "/" + name
-            if c == "t" or c not in "qsri" or self._read(path) < 0:
+            n = -1 if c == "t" or c not in "qsri" else self._read(path)
+            if n < 0:
                 bad.append(path)  # half written, or corrupt: removed after the walk
                 continue
             self._files += 1
@@ -79,6 +81,7 @@ class FileStore:
             if c == "i":
                 ins.append(seq)
                 continue
+            longest = max(longest, n)  # a PUBLISH, whole
             if seq > top_out:
                 top_out = seq
                 self.last_pid = self._buf[4] | self._buf[5] << 8
@@ -102,6 +105,7 @@ class FileStore:
         for seq in ins:
             self._read(self._name("i", seq))
             self.window.append([seq, seq, _IN, LIVE, self._buf[4] | self._buf[5] << 8])
+        return longest
 
     def _read(self, path):
         # read a record file into self._buf -> body length, -1 if it is not whole
