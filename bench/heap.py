@@ -58,7 +58,7 @@ PROGRAMS = (
     (EVERYTHING, "fw everything"),
     ("aio", "fw.aio"),
 )
-FEATURES = ("store", "qos2", "reconnect", "will", "subs8", "unsub")
+FEATURES = ("store", "filestore", "qos2", "reconnect", "will", "subs8", "unsub")
 FEED = [b"m%d" % i for i in range(10)]
 
 
