@@ -1,7 +1,7 @@
 # bench/heap.py's programs with umqtt.simple's API (see heap_device.py for how they run):
 #   umqtt: umqtt.simple.   fw: fleetwire's MQTTClient, the umqtt.simple-style program.
 #   fw+FEATURE+...: with a RingStore on an emulated 256 KB flash partition (store), a
-#   FileStore in a directory of the file system (filestore),
+#   FileStore in the directory heap-fstore (filestore: the client makes it from the path),
 #   reconnect=True (reconnect), a will (will), QoS 2 both ways (qos2), 8 subscriptions
 #   (subs8), an unsubscribe (unsub).
 from heap_device import prog, feats, host, port, inbox, cb, start, step, ready
@@ -14,14 +14,6 @@ def main():
 
         # a board's partition is flash, not heap: the emulated one is open before the start
         flash = FlashFile("heap-store.flash", 64, 4096)
-    if "filestore" in feats:
-        import os
-
-        try:  # a run that stopped half-way leaves its records: not this run's to restore
-            for n in os.listdir("heap-fstore"):
-                os.remove("heap-fstore/" + n)
-        except OSError:
-            pass
     start()
     if prog == "umqtt":
         from umqtt.simple import MQTTClient
@@ -30,14 +22,12 @@ def main():
 
         if flash:
             from fleetwire.ringstore import RingStore
-        if "filestore" in feats:
-            from fleetwire.filestore import FileStore
     step("import")
     kw = {}
     if flash:
         kw["store"] = RingStore(flash)
     if "filestore" in feats:
-        kw["store"] = FileStore("heap-fstore")
+        kw["store"] = "heap-fstore"
     if "reconnect" in feats:
         kw["reconnect"] = True
     c = MQTTClient(b"heap-" + prog[:17].encode(), host, port, keepalive=60, **kw)
