@@ -1,6 +1,7 @@
 # bench/heap.py's programs with umqtt.simple's API (see heap_device.py for how they run):
 #   umqtt: umqtt.simple.   fw: fleetwire's MQTTClient, the umqtt.simple-style program.
-#   fw+FEATURE+...: with a RingStore on an emulated 256 KB flash partition (store),
+#   fw+FEATURE+...: with a RingStore on an emulated 256 KB flash partition (store), a
+#   FileStore in the directory heap-fstore (filestore: the client makes it from the path),
 #   reconnect=True (reconnect), a will (will), QoS 2 both ways (qos2), 8 subscriptions
 #   (subs8), an unsubscribe (unsub).
 from heap_device import prog, feats, host, port, inbox, cb, start, step, ready
@@ -25,6 +26,8 @@ def main():
     kw = {}
     if flash:
         kw["store"] = RingStore(flash)
+    if "filestore" in feats:
+        kw["store"] = "heap-fstore"
     if "reconnect" in feats:
         kw["reconnect"] = True
     c = MQTTClient(b"heap-" + prog[:17].encode(), host, port, keepalive=60, **kw)

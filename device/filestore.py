@@ -8,7 +8,9 @@
 # rename, so a power cut leaves the old state or the new one (rename is atomic
 # on LittleFS and POSIX). Each file carries a CRC; a bad one is deleted on mount.
 # Outbound sequence numbers are consecutive, so the messages never sent are
-# exactly q<cursor> .. q<last>: no list of them is kept in RAM.
+# exactly q<cursor> .. q<last>: no list of them is kept in RAM. No buffer of a packet's
+# size is kept either: a record is written from the caller's topic and payload, checked by
+# reading it a piece at a time, and loaded straight into the session's send buffer.
 import os
 from binascii import crc32
 from struct import pack_into
@@ -19,10 +21,12 @@ except ImportError:
     from .cpython import const
 
 from .codec import wire
+from .codec.wire import _header  # the codec's fixed-header writer (its varint)
 from .errors import say
 from .store import StoreFull, UNSENT, AWAIT_REC, LIVE
 
 _HDR = const(12)
+_PIECE = const(36)  # bytes of a record's body read at a time to check it
 _OUT = const(0xA5)
 _IN = const(0x5A)
 # errors, by their line in reasons.TEXT
@@ -51,9 +55,8 @@ class FileStore:
             os.mkdir(self.dir)
         except OSError:
             pass  # it exists
-        self._buf = bytearray(_HDR + max_packet + 4)
+        self._buf = bytearray(_HDR + _PIECE)  # a record's header, then a piece of its body
         self._mv = memoryview(self._buf)
-        self._body = self._mv[_HDR:]
         # One pass over the directory without listing it in RAM: only the window
         # (sent, awaiting an ack) and inbound records are kept; the never-sent
         # backlog is a range q<first> .. q<last>.
@@ -64,6 +67,7 @@ class FileStore:
         top = -1
         top_out = -1
         bad = []
+        longest = 0
         for name in _names(self.dir):
             c = name[:1]
             try:
@@ -71,7 +75,8 @@ class FileStore:
             except ValueError:
                 continue  # not ours
             path = self.dir + "/" + name
-            if c == "t" or c not in "qsri" or self._read(path) < 0:
+            n = -1 if c == "t" or c not in "qsri" else self._read(path)
+            if n < 0:
                 bad.append(path)  # half written, or corrupt: removed after the walk
                 continue
             self._files += 1
@@ -79,6 +84,7 @@ class FileStore:
             if c == "i":
                 ins.append(seq)
                 continue
+            longest = max(longest, n)  # a PUBLISH, whole
             if seq > top_out:
                 top_out = seq
                 self.last_pid = self._buf[4] | self._buf[5] << 8
@@ -102,25 +108,43 @@ class FileStore:
         for seq in ins:
             self._read(self._name("i", seq))
             self.window.append([seq, seq, _IN, LIVE, self._buf[4] | self._buf[5] << 8])
+        return longest
 
-    def _read(self, path):
-        # read a record file into self._buf -> body length, -1 if it is not whole
+    def _read(self, path, buf=None):
+        # check a record file -> its body's length, -1 if it is not whole. Its header is left
+        # in _buf[:_HDR]; its body goes into buf, or else through _buf a piece at a time (the
+        # body's first byte, the PUBLISH's, stays at _buf[_HDR])
+        b = self._buf
+        mv = self._mv
         try:
             with open(path, "rb") as f:
-                k = f.readinto(self._buf)
+                if f.readinto(mv[:_HDR]) != _HDR:
+                    return -1
+                n = b[2] | b[3] << 8
+                c = crc32(mv[2:8])
+                if buf is None:
+                    o = _HDR
+                    k = n
+                    while k:
+                        p = mv[o : o + min(k, _HDR + _PIECE - o)]
+                        if f.readinto(p) != len(p):
+                            return -1
+                        c = crc32(p, c)
+                        k -= len(p)
+                        o = _HDR + 1
+                else:
+                    p = memoryview(buf)[:n]
+                    if len(p) != n or f.readinto(p) != n:
+                        return -1
+                    c = crc32(p, c)
+                if f.readinto(mv[1:2]):  # (a byte no check reads) longer than its header says
+                    return -1
         except OSError:
             return -1
-        b = self._buf
-        if k < _HDR:
-            return -1
-        n = b[2] | b[3] << 8
-        if k != _HDR + n or crc32(self._mv[_HDR : _HDR + n], crc32(self._mv[2:8])) != (
-            b[8] | b[9] << 8 | b[10] << 16 | b[11] << 24
-        ):
-            return -1
-        return n
+        return n if c == b[8] | b[9] << 8 | b[10] << 16 | b[11] << 24 else -1
 
-    def _write(self, c, seq, magic, n, pid):
+    def _write(self, c, seq, magic, n, pid, *parts):
+        # the record: its header, then the parts of its n-byte body
         if self._files >= self.max_files:
             raise StoreFull(say(_FILES_FULL, self._files, self.dir, self.max_files))
         if self._free_blocks() < self.reserve:
@@ -135,11 +159,16 @@ class FileStore:
         b[5] = pid >> 8
         b[6] = seq & 255
         b[7] = seq >> 8 & 255
-        pack_into("<I", b, 8, crc32(self._mv[_HDR : _HDR + n], crc32(self._mv[2:8])))
+        k = crc32(self._mv[2:8])
+        for p in parts:
+            k = crc32(p, k)
+        pack_into("<I", b, 8, k)
         tmp = self._name("t", seq)
         try:
             with open(tmp, "wb") as f:
-                f.write(self._mv[: _HDR + n])
+                f.write(self._mv[:_HDR])
+                for p in parts:
+                    f.write(p)
             os.rename(tmp, self._name(c, seq))
         except OSError as e:
             try:
@@ -167,8 +196,16 @@ class FileStore:
 
     def add(self, topic, msg, qos, retain, pid):
         seq = self._next
-        n = wire.put_publish(self._body, topic, msg, qos, retain, False, pid)  # checked by the session
-        self._write("q", seq, _OUT, n, pid)
+        # the PUBLISH's head (its fixed header and topic length) built here, the topic and
+        # payload written from the caller's bytes (checked by the session)
+        mv = self._mv
+        n = 4 + len(topic) + len(msg)
+        h = _header(mv[_HDR:], 0x30 | qos << 1 | (1 if retain else 0), n, 0) + _HDR
+        mv[h] = len(topic) >> 8
+        mv[h + 1] = len(topic) & 255
+        mv[h + 2] = pid >> 8
+        mv[h + 3] = pid & 255
+        self._write("q", seq, _OUT, h - _HDR + n, pid, mv[_HDR : h + 2], topic, mv[h + 2 : h + 4], msg)
         self._next += 1
         if self.backlog == 0:
             self.cur = seq
@@ -191,9 +228,8 @@ class FileStore:
 
     def load(self, seq, buf):
         for c in "qsri":
-            n = self._read(self._name(c, seq))
+            n = self._read(self._name(c, seq), buf)
             if n >= 0:
-                buf[:n] = self._body[:n]
                 return n
         raise OSError(say(_REC_GONE, seq))
 
@@ -230,13 +266,20 @@ class FileStore:
                 return
 
     def message(self, seq):
-        n = self.load(seq, self._buf)
+        for c in "qsri":
+            if self._read(self._name(c, seq)) >= 0:
+                b = bytearray(self._buf[2] | self._buf[3] << 8)
+                n = self.load(seq, b)
+                break
+        else:
+            raise OSError(say(_REC_GONE, seq))
+        mv = memoryview(b)
         h = 1
-        while self._buf[h] & 0x80:
+        while b[h] & 0x80:
             h += 1
         h += 1
-        te, _, ps = wire.publish_fields(self._buf[0], self._mv[h:], n - h)
-        return bytes(self._mv[h + 2 : h + te]), bytes(self._mv[h + ps : n])
+        te, _, ps = wire.publish_fields(b[0], mv[h:], n - h)
+        return bytes(mv[h + 2 : h + te]), bytes(mv[h + ps : n])
 
     def clear(self):
         for name in list(_names(self.dir)):

@@ -47,7 +47,7 @@ def attach(s, store, on_move):
     """Mount the store given as store= and restore the session from it."""
     store = open_store(store)
     s.store = store
-    store.open(len(s.tx), on_move)
+    s._fit(store.open(s.max_packet, on_move))  # tx takes the longest PUBLISH stored
     from . import renew
 
     s._rn = renew  # what is restored is in flight: renewed at CONNACK
@@ -131,6 +131,7 @@ def ring_open(rs, max_packet, on_move):
     window = []
     rs.torn = []  # (address, offset of the next record) of each torn write, oldest first
     last = -1
+    longest = 0  # the longest PUBLISH stored, as load() builds it
     for _, b, bm in used:
         off = _FIRST
         while off + _HEAD <= bs:
@@ -162,6 +163,8 @@ def ring_open(rs, max_packet, on_move):
             a = b * bs + off
             off += r
             if st & LIVE:
+                if m != _IN:  # its remaining length is k + 2, its varint 1 to 3 bytes
+                    longest = max(longest, k + 4 + (k > 125) + (k > 16381))
                 if m == _IN or not st & UNSENT:
                     window.append([seq, a, m, st, pid])
                 else:
@@ -194,6 +197,7 @@ def ring_open(rs, max_packet, on_move):
     if used and bm < rmax:
         rs.wp = bs  # records may now be longer than the head block allows: a new one
     rs.window = keep
+    return longest
 
 
 def _u16(b, i):

@@ -52,10 +52,10 @@ class RingStore:
         once("ring", self, device)
 
     def open(self, max_packet, on_move):
-        """Scan the partition. What was stored and is not complete is left in .window
-        [[seq, handle, kind, state, pid]], oldest first; on_move(old, new) is called
-        when a live record moves."""
-        once("ring_open", self, max_packet, on_move)
+        """Scan the partition -> the length of the longest PUBLISH stored. What was stored
+        and is not complete is left in .window [[seq, handle, kind, state, pid]], oldest
+        first; on_move(old, new) is called when a live record moves."""
+        return once("ring_open", self, max_packet, on_move)
 
     # ---- what the session calls
 

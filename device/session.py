@@ -171,9 +171,9 @@ class Session:
         # Small buffers whatever max_packet, the largest packet either way: a message longer
         # than tx is written from the caller's bytes after its head (tail); a packet longer
         # than rx is read into a buffer of its own, dropped once it is handled. A store loads
-        # whole packets into tx: with one, tx holds max_packet.
+        # whole packets into tx: tx grows to the longest one stored (publish(), the mount).
         self.max_packet = max_packet
-        self.tx = bytearray(max_packet if store is not None else min(max_packet, _TX))
+        self.tx = bytearray(min(max_packet, _TX))
         self._rs = self._rb = bytearray(min(max_packet, _RX))  # received bytes, handled where they lie
         self._rmv = memoryview(self._rb)
         self._rp = self._re = 0  # the unhandled bytes are _rb[_rp:_re]
@@ -244,7 +244,9 @@ class Session:
             raise ValueError(say(_TOO_BIG, n, self.max_packet))
         self._fit(len(topic) + 9)  # the head of its PUBLISH fits tx
         if qos and self.store is not None:
-            # on flash before publish() returns: from now on it survives a reset
+            # on flash before publish() returns: from now on it survives a reset. It is sent
+            # from flash, loaded whole into tx: a longer message than any before grows tx now
+            self._fit(1 + wire.varint_size(n) + n)
             pid = self._new_pid()
             self.store.add(topic, msg, qos, retain, pid)
             return pid
@@ -843,8 +845,8 @@ class Session:
         raise errors.QueueFull(say(_NO_PID))
 
     def _fit(self, n):
-        # tx holds n bytes from now on (a long topic, filter or CONNECT: grown once, by the
-        # call that needs it, never on a send path); a packet partly written is kept
+        # tx holds n bytes from now on (a long topic, filter, CONNECT or stored message: grown
+        # once, by the call that needs it, never on a send path); a packet partly written is kept
         if n > len(self.tx):
             b = bytearray(n)
             b[: len(self.tx)] = self.tx

@@ -6,7 +6,8 @@
 #
 # A store holds QoS 1/2 messages from publish() until they complete, and the ids of
 # inbound QoS 2 messages until PUBREL, so both survive a reset. What it offers:
-#   open(max_packet, on_move)  mount; after it, .window [[seq, handle, kind, state, pid]]
+#   open(max_packet, on_move) -> the length of the longest PUBLISH stored (0: none)
+#                       mount; after it, .window [[seq, handle, kind, state, pid]]
 #                       holds what was restored, oldest first: kind is the PUBLISH's first
 #                       byte of a message written and not complete, 0x5A for an inbound id;
 #                       .last_pid the highest packet id stored. on_move(old, new) is

@@ -568,6 +568,40 @@ def check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart(kind):
     assert run.delivered[99] == 1
 
 
+def check_messages_longer_than_tx_are_sent_whole_before_and_after_a_restart(kind):
+    # tx starts small whatever max_packet; publish() grows it for a longer message, and the
+    # mount for the longest one stored (in flight or never written)
+    def session(clean):
+        return Session(
+            b"dev",
+            0,
+            clean,
+            max_inflight=3,
+            queue_size=4,
+            max_packet=400,
+            max_subscriptions=2,
+            store=make_store(f, kind),
+        )
+
+    f = new_flash(kind)
+    s = session(True)
+    assert len(s.tx) < 400, "a store does not make tx max_packet long"
+    a = bytes(range(200))
+    b = b"b" * 300
+    s.publish(b"t/a", a, 1)
+    s.start(0)
+    packets_out(s)
+    s.receive(b"\x20\x02\x00\x00", 0)
+    assert packets_out(s) == [(PUBLISH, 1, a, False)], "written whole, awaiting PUBACK"
+    s.lost(0, None)
+    s.publish(b"t/b", b, 2)  # offline: stored, never written
+    s = session(False)
+    s.start(0)
+    packets_out(s)
+    s.receive(CONNACK_PRESENT, 0)
+    assert packets_out(s) == [(PUBLISH, 1, a, True), (PUBLISH, 2, b, False)]
+
+
 def check_clear_forgets_the_offline_queue_and_the_store_goes_on(kind):
     f = new_flash(kind)
     run = Run(f, kind)
@@ -583,6 +617,14 @@ def check_clear_forgets_the_offline_queue_and_the_store_goes_on(kind):
 
 
 # The same promises from both stores.
+def test_ring_store_sends_messages_longer_than_tx_whole_before_and_after_a_restart():
+    check_messages_longer_than_tx_are_sent_whole_before_and_after_a_restart("ring")
+
+
+def test_file_store_sends_messages_longer_than_tx_whole_before_and_after_a_restart():
+    check_messages_longer_than_tx_are_sent_whole_before_and_after_a_restart("file")
+
+
 def test_ring_store_clear_forgets_the_offline_queue_and_the_store_goes_on():
     check_clear_forgets_the_offline_queue_and_the_store_goes_on("ring")
 
