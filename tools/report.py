@@ -36,6 +36,12 @@ def add_arguments(p):
         "(state in --checkpoint and OUT/_state)",
     )
     p.add_argument("--checkpoint", default=None, help="checkpoint directory (default OUT/_checkpoint)")
+    p.add_argument(
+        "--reset",
+        action="store_true",
+        help="with --incremental: forget what earlier runs saw (the checkpoint, OUT/_staging, "
+        "OUT/_state) first, so this run reads everything",
+    )
     p.add_argument("--format", choices=("ndjson", "parquet"), default="ndjson", help="input file format")
     p.add_argument(
         "--silent-after",
@@ -74,6 +80,9 @@ def run(args):
     except ValueError:
         print("fleetwire report: error: --since %r is not an ISO 8601 time" % args.since, file=sys.stderr)
         return 2
+    if args.reset and not args.incremental:
+        print("fleetwire report: error: --reset goes with --incremental", file=sys.stderr)
+        return 2
     if any("=" not in kv for kv in args.conf):
         print("fleetwire report: error: --conf takes KEY=VALUE", file=sys.stderr)
         return 2
@@ -87,6 +96,7 @@ def run(args):
         since_ms=since,
         incremental=args.incremental,
         checkpoint=args.checkpoint,
+        reset=args.reset,
         silent_after_s=int(args.silent_after * 60),
         report=not args.no_report,
         log=lambda m: print(m, flush=True),

@@ -139,7 +139,7 @@ def run(spark, store, cfg, p):
     if snap["run"] and snap.get("version") != VERSION:
         raise landing.InputError(
             "the checkpoint %s was made by an older fleetwire (state version %s, this one reads %d): "
-            "delete it, OUT/_staging and OUT/_state, and the next --incremental run reads everything"
+            "run once with --reset (or delete it, OUT/_staging and OUT/_state): that run reads everything"
             % (p.checkpoint, snap.get("version"), VERSION)
         )
     for key, value in (("format", cfg.fmt), ("since_ms", cfg.since_ms)):

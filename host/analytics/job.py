@@ -27,6 +27,7 @@ class Config:
     since_ms: int = None
     incremental: bool = False
     checkpoint: str = None  # default OUT/_checkpoint
+    reset: bool = False  # incremental: forget what earlier runs saw first (this run reads everything)
     silent_after_s: int = S.SILENT_AFTER_S
     min_cohort: int = S.MIN_COHORT
     partitions: int = None  # default: from the cluster's cores and the input's size (session.tune)
@@ -67,6 +68,9 @@ def run(spark, cfg):
     if cfg.incremental:
         from fleetwire.host.analytics import incremental
 
+        if cfg.reset:
+            cfg.log("incremental: forgetting what earlier runs saw (%s, _staging, _state)" % p.checkpoint)
+            incremental.reset(store, p.out, p.checkpoint)
         res = incremental.run(spark, store, cfg, p)
     else:
         res = batch(spark, store, cfg, p)

@@ -299,8 +299,16 @@ def test_a_checkpoint_from_an_older_state_layout_is_refused_with_what_to_do(run_
     generator.write_landing(generator.generate(devices=2, hours=1, seed=3), str(tmp_path / "landing"))
     (tmp_path / "out" / "_checkpoint").mkdir(parents=True)
     (tmp_path / "out" / "_checkpoint" / "state-3.json").write_text(json.dumps({"version": 1, "run": 3}))
-    with pytest.raises(L.InputError, match="older fleetwire .* delete it, OUT/_staging and OUT/_state"):
+    refused = "older fleetwire .* --reset .* delete it, OUT/_staging and OUT/_state"
+    with pytest.raises(L.InputError, match=refused):
         run_job(tmp_path / "landing", tmp_path / "out", incremental=True)
+    (tmp_path / "out" / "_staging" / "run=3").mkdir(parents=True)
+    (tmp_path / "out" / "_staging" / "run=3" / "stale.parquet").write_text("not ours any more")
+    res, _ = run_job(tmp_path / "landing", tmp_path / "out", incremental=True, reset=True)
+    assert res.new_files == len(list((tmp_path / "landing").rglob("*.ndjson"))), "it reads everything"
+    assert not (tmp_path / "out" / "_staging" / "run=3").exists()
+    run_job(tmp_path / "landing", tmp_path / "batch")
+    same_tables(tmp_path / "out", tmp_path / "batch")
 
 
 def test_a_late_file_for_an_hour_days_ago_recomputes_it_and_relinks_the_hour_after(run_job, tmp_path):

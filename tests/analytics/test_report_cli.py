@@ -120,3 +120,14 @@ def test_report_runs_under_spark_submit(tmp_path, report_dir):
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert (tmp_path / "out" / "device_health" / "_SUCCESS").exists()
     assert not (tmp_path / "out" / "report.html").exists()
+
+
+def test_reset_without_incremental_is_refused_in_one_line(tmp_path):
+    r = subprocess.run(
+        FW + ["report", "--reset", "--input", str(tmp_path), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip() == "fleetwire report: error: --reset goes with --incremental"
