@@ -417,14 +417,14 @@ def test_a_cut_at_every_flash_operation_of_the_file_store_on_littlefs_loses_noth
     check_forked_sweep(cutsweep.Sweep("file", rounds=1, nshards=4, samples=2, nested=False), 200)
 
 
-def restored(f, kind, clean=False):
+def restored(f, kind, clean=False, max_packet=128):
     s = Session(
         b"dev",
         0,
         clean,
         max_inflight=3,
         queue_size=4,
-        max_packet=128,
+        max_packet=max_packet,
         max_subscriptions=2,
         store=make_store(f, kind),
     )
@@ -571,34 +571,16 @@ def check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart(kind):
 def check_messages_longer_than_tx_are_sent_whole_before_and_after_a_restart(kind):
     # tx starts small whatever max_packet; publish() grows it for a longer message, and the
     # mount for the longest one stored (in flight or never written)
-    def session(clean):
-        return Session(
-            b"dev",
-            0,
-            clean,
-            max_inflight=3,
-            queue_size=4,
-            max_packet=400,
-            max_subscriptions=2,
-            store=make_store(f, kind),
-        )
-
     f = new_flash(kind)
-    s = session(True)
+    s = restored(f, kind, clean=True, max_packet=400)
     assert len(s.tx) < 400, "a store does not make tx max_packet long"
     a = bytes(range(200))
     b = b"b" * 300
     s.publish(b"t/a", a, 1)
-    s.start(0)
-    packets_out(s)
-    s.receive(b"\x20\x02\x00\x00", 0)
     assert packets_out(s) == [(PUBLISH, 1, a, False)], "written whole, awaiting PUBACK"
     s.lost(0, None)
     s.publish(b"t/b", b, 2)  # offline: stored, never written
-    s = session(False)
-    s.start(0)
-    packets_out(s)
-    s.receive(CONNACK_PRESENT, 0)
+    s = restored(f, kind, max_packet=400)
     assert packets_out(s) == [(PUBLISH, 1, a, True), (PUBLISH, 2, b, False)]
 
 
