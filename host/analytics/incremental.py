@@ -541,20 +541,21 @@ def related(links, mine, touched):
         rest = links.filter(~F.col("hour_ms").isin(*sorted(hours))).select(*ours.columns)
         o = F.broadcast(ours.select(F.col("device_id").alias("_d"), F.col("first").alias("_f"), "last"))
         pairs = rest.join(o.withColumnRenamed("last", "_l"), F.col("device_id") == F.col("_d"))
-        overlap = pairs.filter((F.col("first") <= F.col("_l")) & (F.col("_f") <= F.col("last"))).select(
-            "hour_ms", F.lit(True).alias("overlap")
+        overlaps = (F.col("first") <= F.col("_l")) & (F.col("_f") <= F.col("last"))
+        # per one of ours, in one pass over the pairs (one broadcast): the hours that overlap it,
+        # and the next hour after it (one with the same first seq overlaps it: strictly after)
+        found = (
+            pairs.groupBy("_d", "_f")
+            .agg(
+                F.collect_set(F.when(overlaps, F.col("hour_ms"))).alias("overlap"),
+                F.min_by("hour_ms", F.when(F.col("first") > F.col("_f"), F.col("first"))).alias("after"),
+            )
+            .collect()
         )
-        # an hour with the same first seq as one of ours overlaps it (found above): strictly after
-        after = (
-            pairs.filter(F.col("first") > F.col("_f"))
-            .groupBy("_d", "_f")
-            .agg(F.min_by("hour_ms", "first").alias("hour_ms"))
-            .select("hour_ms", F.lit(False).alias("overlap"))
-        )
-        found = overlap.unionByName(after).distinct().collect()
-        more = {r["hour_ms"] for r in found if r["overlap"]} - hours
+        over = {h for r in found for h in r["overlap"]}
+        more = over - hours
         if not more:
-            return hours, {r["hour_ms"] for r in found} - hours
+            return hours, (over | {r["after"] for r in found if r["after"] is not None}) - hours
         hours |= more
         ours = ours.unionByName(links.filter(F.col("hour_ms").isin(*sorted(more))).select(*ours.columns))
 
