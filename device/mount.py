@@ -11,6 +11,7 @@ try:
 except ImportError:
     from .cpython import const
 
+from .codec.wire import varint_size
 from .errors import say
 from .store import UNSENT, AWAIT_REC, LIVE
 
@@ -163,8 +164,8 @@ def ring_open(rs, max_packet, on_move):
             a = b * bs + off
             off += r
             if st & LIVE:
-                if m != _IN:  # its remaining length is k + 2, its varint 1 to 3 bytes
-                    longest = max(longest, k + 4 + (k > 125) + (k > 16381))
+                if m != _IN:  # its remaining length is k + 2 (the packet id)
+                    longest = max(longest, 3 + k + varint_size(k + 2))
                 if m == _IN or not st & UNSENT:
                     window.append([seq, a, m, st, pid])
                 else:

@@ -121,6 +121,11 @@ def _abs(root, rel):
     return storage.join(root, rel)
 
 
+def _date():
+    """The state's `date` (yyyy-MM-dd, UTC) of a row's hour_ms, as a column (_day: of one hour)."""
+    return F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd")
+
+
 def _day(hour_ms):
     import datetime as dt
 
@@ -240,6 +245,8 @@ def stage(spark, store, cfg, p, n, rel_files, staging):
     files = [_abs(p.input, f) for f in rel_files]
     shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
 
+    problems = [*landing.PROBLEMS, landing.FILTERED]  # every `_problem` classify() gives
+
     def action(classified):
         # the counts are observed while the staging is written: one pass, one Spark job
         from pyspark.sql import Observation
@@ -251,7 +258,7 @@ def stage(spark, store, cfg, p, n, rel_files, staging):
             obs,
             F.count(F.lit(1)).alias("all"),
             F.count_if(ok).alias("valid"),
-            *[F.count_if(F.col("_problem") == k).alias(k) for k in [*landing.PROBLEMS, landing.FILTERED]],
+            *[F.count_if(F.col("_problem") == k).alias(k) for k in problems],
             F.collect_set(F.when(ok, F.col("hour_ms"))).alias("hours"),
             F.min(F.when(ok, F.col("ts"))).alias("lo"),
             F.max(F.when(ok, F.col("ts"))).alias("hi"),
@@ -261,9 +268,8 @@ def stage(spark, store, cfg, p, n, rel_files, staging):
         return obs.get
 
     m, read, vanished = job.read_records(spark, store, files, cfg, action)
-    kinds = [*landing.PROBLEMS, landing.FILTERED, "valid"]
-    counts = {("" if k == "valid" else k): m[k] for k in kinds if m[k]}
-    if sum(counts.values()) != m["all"]:  # a `_problem` classify() gives that is not counted here
+    counts = {("" if k == "valid" else k): m[k] for k in problems + ["valid"] if m[k]}
+    if sum(counts.values()) != m["all"]:  # a `_problem` missing from `problems`
         raise RuntimeError("staging counted %s of %d records" % (counts, m["all"]))
     lo, hi, hours = m["lo"], m["hi"], {int(h) for h in m["hours"]}
     return {
@@ -332,8 +338,7 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
             hourly = (
                 _links(_read_kinds(spark, snap, _state_paths(p, snap, near), ["window"])) if near else None
             )
-            day = F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd")
-            days = _links(rollups.filter((F.col("_kind") == "wday") & ~day.isin(*near)))
+            days = _links(rollups.filter((F.col("_kind") == "wday") & ~_date().isin(*near)))
             links = days if hourly is None else hourly.unionByName(days)
             links = links.persist(job.CACHE)
             cached.append(links)
@@ -463,7 +468,7 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached, n
     }
     # every day's rollups (`before`: as the last run left them): the touched days' new ones and
     # the other days' as they were
-    date = F.date_format(F.timestamp_millis("hour_ms"), "yyyy-MM-dd")
+    date = _date()
     # `kind` partitions the dataset (a run reads only the kinds it needs); `_kind`, its copy in the
     # rows, tells them apart once read
     parts = []
@@ -552,10 +557,9 @@ def related(links, mine, touched):
             )
             .collect()
         )
-        over = {h for r in found for h in r["overlap"]}
-        more = over - hours
+        more = {h for r in found for h in r["overlap"]} - hours
         if not more:
-            return hours, (over | {r["after"] for r in found if r["after"] is not None}) - hours
+            return hours, {r["after"] for r in found if r["after"] is not None} - hours
         hours |= more
         ours = ours.unionByName(links.filter(F.col("hour_ms").isin(*sorted(more))).select(*ours.columns))
 
