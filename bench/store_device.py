@@ -9,6 +9,7 @@ import time
 import vfs
 from norflash import NorFlash
 from fleetwire.session import Session
+from fleetwire.feed import feed
 from fleetwire.ringstore import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.codec import wire
@@ -47,7 +48,7 @@ gc.collect()
 ram = gc.mem_alloc() - heap0 - plain
 s.start(0)
 s.pack(0)
-s.receive(b"\x20\x02\x01\x00", 0)
+feed(s, b"\x20\x02\x01\x00", 0)
 ackb = bytearray(4)
 topic = b"fleet/bench-device/telemetry"
 msg = b"x" * payload
@@ -71,7 +72,7 @@ for i in range(warm + n):
     s.pack(0)
     if len(pids) >= outstanding:
         wire.pack_ack(ackb, PUBACK, pids.pop(0))
-        s.receive(ackb, 0)
+        feed(s, ackb, 0)
 dt = time.ticks_diff(time.ticks_us(), t0)
 alloc = gc.mem_alloc() - a0
 pkt = len(topic) + 2 + 2 + payload + 2

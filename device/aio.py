@@ -12,8 +12,10 @@ except ImportError:
     from .cpython import const, ticks_ms, ticks_diff
 
 from .session import Session, CONNECTING, CONNECTED, DISCONNECTED
-from . import errors
-from .errors import MQTTException, say
+from . import MQTTException, say
+
+# the package: its __getattr__ loads an error class (errkinds.py) when one is first raised
+fw = __import__(__name__.rpartition(".")[0], None, None, ["_"])
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _CLOSED = const(14)
@@ -66,7 +68,7 @@ class AsyncClient(Session):
         with wait=False at once (on_delivered(pid) tells, and while a reconnect is under
         way the message waits in the queue or the store)."""
         if self.state != CONNECTED and self._retry_task is None:
-            raise self._fatal or errors.NotConnected(say(_NOT_CONN))
+            raise self._fatal or fw.NotConnected(say(_NOT_CONN))
         if type(msg) is not bytes:
             msg = msg.encode() if isinstance(msg, str) else bytes(msg)
         pid = Session.publish(self, topic, msg, qos, retain)
@@ -85,7 +87,7 @@ class AsyncClient(Session):
             raise
         rc = self.sub_result(pid)
         if rc & 0x80:
-            raise errors.SubscribeRefused(say(_SUB_REFUSE, topic))
+            raise fw.SubscribeRefused(say(_SUB_REFUSE, topic))
         return rc
 
     async def unsubscribe(self, topic):
@@ -135,7 +137,7 @@ class AsyncClient(Session):
                     await self._open()
                     if self.state == CONNECTED:
                         return
-                    why = self._error or errors.NotConnected(say(_NOT_CONN))  # lost before CONNACK
+                    why = self._error or fw.NotConnected(say(_NOT_CONN))  # lost before CONNACK
                 except Exception as e:
                     why = e
                 if self._next < 0:  # lost() was not asked yet (say, the TCP connect failed)
@@ -161,10 +163,10 @@ class AsyncClient(Session):
             if (strict or self._retry_task is None) and (
                 self._error is not None or self.state == DISCONNECTED
             ):
-                raise self._error or errors.NotConnected(say(_NOT_CONN))
+                raise self._error or fw.NotConnected(say(_NOT_CONN))
             left = self.timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
-                raise errors.Timeout(say(_TIMEOUT, self.timeout_ms))
+                raise fw.Timeout(say(_TIMEOUT, self.timeout_ms))
             try:
                 await asyncio.wait_for(self._ev.wait(), left / 1000)
             except asyncio.TimeoutError:

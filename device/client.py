@@ -12,8 +12,10 @@ except ImportError:
     from .cpython import const, ticks_ms, ticks_diff, ticks_add, sleep_ms
 
 from .session import Session, CONNECTING, CONNECTED, DISCONNECTED
-from . import errors
-from .errors import MQTTException, say
+from . import MQTTException, say
+
+# the package: its __getattr__ loads an error class (errkinds.py) when one is first raised
+fw = __import__(__name__.rpartition(".")[0], None, None, ["_"])
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _CLOSED = const(14)
@@ -101,7 +103,7 @@ class MQTTClient(Session):
             # str as UTF-8; a bytearray or memoryview is copied: a caller may reuse its buffer
             msg = msg.encode() if isinstance(msg, str) else bytes(msg)
         if block and self.state != CONNECTED and not self.reconnect:
-            raise errors.NotConnected(say(_NOT_CONN))
+            raise fw.NotConnected(say(_NOT_CONN))
         if not qos and self.sock and self._txo >= self._txn:
             # nothing queued or due ahead of it: written now, past the queue (a sensor loop's
             # usual case; this path costs no more than umqtt.simple's publish)
@@ -145,7 +147,7 @@ class MQTTClient(Session):
             raise
         rc = self.sub_result(pid)
         if rc & 0x80:
-            raise errors.SubscribeRefused(say(_SUB_REFUSE, topic))
+            raise fw.SubscribeRefused(say(_SUB_REFUSE, topic))
         return rc
 
     def unsubscribe(self, topic):
@@ -216,7 +218,7 @@ class MQTTClient(Session):
         if not self.sock:
             if self.reconnect and self._up_at >= 0:
                 return self._retry(timeout_ms)
-            raise errors.NotConnected(say(_NOT_CONN))
+            raise fw.NotConnected(say(_NOT_CONN))
         try:
             now = ticks_ms()
             wait = self.tick(now)
@@ -299,7 +301,7 @@ class MQTTClient(Session):
         ):
             left = timeout_ms - ticks_diff(ticks_ms(), t0)
             if left <= 0:
-                raise errors.Timeout(say(_TIMEOUT, timeout_ms))
+                raise fw.Timeout(say(_TIMEOUT, timeout_ms))
             self.loop(left)
 
     def _flush(self, now):

@@ -1,6 +1,6 @@
 # The exceptions a caller may need to tell apart, by kind of failure (see errors.py: they
 # load with the first one raised, or when a program names one).
-from .errors import MQTTException
+from . import MQTTException
 
 
 class ConnectRefused(MQTTException):

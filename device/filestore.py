@@ -22,7 +22,7 @@ except ImportError:
 
 from .codec import wire
 from .codec.wire import _header  # the codec's fixed-header writer (its varint)
-from .errors import say
+from . import say
 from .store import StoreFull, UNSENT, AWAIT_REC, LIVE
 
 _HDR = const(12)

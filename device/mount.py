@@ -12,7 +12,7 @@ except ImportError:
     from .cpython import const
 
 from .codec.wire import varint_size
-from .errors import say
+from . import say
 from .store import UNSENT, AWAIT_REC, LIVE
 
 # ringstore.py's (a private const is not a module attribute)

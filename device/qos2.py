@@ -16,7 +16,7 @@ try:
 except ImportError:
     from .cpython import const
 
-from .errors import MQTTException, say
+from . import MQTTException, say
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _RX_MEM = const(25)

@@ -8,7 +8,7 @@ try:
 except ImportError:
     from .cpython import const
 
-from .errors import say
+from . import say
 from .ringstore import RingStore
 
 _RAM_SMALL = const(37)  # an error, by its line in reasons.TEXT

@@ -20,7 +20,7 @@ except ImportError:
 
 import sys
 
-from .errors import MQTTException, say
+from . import MQTTException, say
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _TAKEN_OVER = const(16)

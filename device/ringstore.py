@@ -31,7 +31,7 @@ except ImportError:
     from .cpython import const
 
 from .codec.wire import _header  # the codec's fixed-header writer (its varint)
-from .errors import say
+from . import say
 from .store import StoreFull, UNSENT, LIVE, once
 
 _HEAD = const(14)  # a record's header and its topic length: what a walk reads

@@ -40,7 +40,7 @@
 # never by a packet's arrival: qos2.py (publish or subscribe at QoS 2, a persistent
 # session, a store), store.py (store=), reconnect.py (reconnect=True), renew.py (a
 # connection after the first, or a store's restored messages). Errors are worded
-# by errors.say() from reasons.py, read only when one happens.
+# by say() from reasons.py, read only when one happens.
 try:
     from micropython import const
     from time import ticks_diff
@@ -50,8 +50,10 @@ except ImportError:
 from .codec import wire
 from .codec.wire import CodecError
 from .codec.wire import check_filter, check_name
-from . import errors
-from .errors import MQTTException, say
+from . import MQTTException, say
+
+# the package: its __getattr__ loads an error class (errkinds.py) when one is first raised
+fw = __import__(__name__.rpartition(".")[0], None, None, ["_"])
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _ACKS_FULL = const(28)
@@ -254,7 +256,7 @@ class Session:
         full = len(self._f) - (self.max_inflight if self.store is not None else 0)
         used = self._queued + (self.inflight if self.store is None else 0)
         if used >= full and not (self.drop_oldest and self._dr.drop(self)):
-            raise errors.QueueFull(say(_QUEUE_FULL, used))
+            raise fw.QueueFull(say(_QUEUE_FULL, used))
         if self._n == len(self._f):
             self._compact()
         pid = self._new_pid() if qos else 0
@@ -467,7 +469,7 @@ class Session:
             try:
                 x = wire.frame(b, p, e, _MAX if b[p] >> 4 == _PUBLISH else self.max_packet)
             except CodecError as err:
-                raise errors.ProtocolError(say(_MALFORMED, err))
+                raise fw.ProtocolError(say(_MALFORMED, err))
             if x < 0:
                 break
             i = p + (x & 7)
@@ -504,19 +506,6 @@ class Session:
         if self._rb is not self._rs:
             self.rx()  # a long packet, handled: its buffer goes now, not at the next read
         return k
-
-    def receive(self, data, now):
-        """Take received bytes, any amount (rx() and received() take them without a copy).
-        For a caller that writes the acks between calls: with no room left it raises."""
-        i = 0
-        while i < len(data):
-            v = self.rx()
-            k = min(len(v), len(data) - i)
-            if not k:
-                raise errors.ProtocolError(say(_ACKS_FULL))
-            v[:k] = data[i : i + k]
-            i += k
-            self.received(k, now)
 
     def room(self):
         """True while a received packet can be taken: its ack fits. While false the I/O loop
@@ -622,13 +611,13 @@ class Session:
         b = self._rb
         if self.state == CONNECTING:
             if t != _CONNACK:
-                raise errors.ProtocolError(say(_FIRST_PKT, t))
+                raise fw.ProtocolError(say(_FIRST_PKT, t))
             c = self._check(wire.connack_code, i, n)
             if c & 255:
                 self.state = DISCONNECTED
                 from .codec.reasons import CONNACK_REASONS
 
-                raise errors.ConnectRefused(c & 255, say(_REFUSED, CONNACK_REASONS[c & 255], c & 255))
+                raise fw.ConnectRefused(c & 255, say(_REFUSED, CONNACK_REASONS[c & 255], c & 255))
             self.state = CONNECTED
             self.session_present = c = c > 255
             self._up_at = self.last_in
@@ -641,15 +630,15 @@ class Session:
             self._publish_in(first, i, n)
         elif t == _PINGRESP:
             if n:
-                raise errors.ProtocolError(say(_PONG_BODY))
+                raise fw.ProtocolError(say(_PONG_BODY))
             self._ping_at = -1
         elif t == _SUBACK:
             pid = self._check(wire.suback_check, i, n)
             if n != 3:  # one return code per filter, and a SUBSCRIBE carries one (MQTT-3.8.4-5)
-                raise errors.ProtocolError(say(_SUBACK_CNT, n - 2))
+                raise fw.ProtocolError(say(_SUBACK_CNT, n - 2))
             self._acked(pid, _S_SUBACK, b[i + 2])
         elif t > _PUBCOMP and t != _UNSUBACK or t < _PUBACK:
-            raise errors.ProtocolError(say(_UNEXPECTED, t))  # CONNACK again, or a client's packet
+            raise fw.ProtocolError(say(_UNEXPECTED, t))  # CONNACK again, or a client's packet
         else:  # an ack: PUBACK, PUBREC, PUBREL, PUBCOMP, UNSUBACK
             pid = b[i] << 8 | b[i + 1] if n == 2 else 0
             if not pid:
@@ -665,7 +654,7 @@ class Session:
             elif t == _PUBREL:
                 self._flow(_PUBCOMP, pid)
             else:
-                raise errors.ProtocolError(say(_STRAY_ACK, t, pid))
+                raise fw.ProtocolError(say(_STRAY_ACK, t, pid))
 
     def _check(self, f, i, n, *a):
         # a codec parser on the body _rb[i:i+n] (a view: these packets are rare), its error a
@@ -673,7 +662,7 @@ class Session:
         try:
             return f(*(a + (self._rmv[i : i + n], n)))
         except CodecError as e:
-            raise errors.ProtocolError(say(_MALFORMED, e))
+            raise fw.ProtocolError(say(_MALFORMED, e))
 
     def _acked(self, pid, state, rc):
         # SUBACK (its return code rc) or UNSUBACK, for the entry awaiting it
@@ -715,7 +704,7 @@ class Session:
                 try:
                     wire.check_pub_topic(topic, 0, te - i - 2)
                 except CodecError as err:
-                    raise errors.ProtocolError(say(_MALFORMED, err))
+                    raise fw.ProtocolError(say(_MALFORMED, err))
                 self._rx_topic = topic
             # Exactly once (MQTT-4.3.3-2): the ids of QoS 2 messages delivered are kept until
             # their PUBREL, so that a repeat is answered and not delivered again (qos2.py,
@@ -766,7 +755,7 @@ class Session:
                 if self.on_delivered:
                     self.on_delivered(pid)
                 return
-        raise errors.ProtocolError(say(_STRAY_ACK, t, pid))
+        raise fw.ProtocolError(say(_STRAY_ACK, t, pid))
 
     # ---- helpers
 
@@ -824,7 +813,7 @@ class Session:
     def _flow(self, t, v):
         fl = self._fl
         if self._fc == len(fl):
-            raise errors.ProtocolError(say(_ACKS_FULL))
+            raise fw.ProtocolError(say(_ACKS_FULL))
         fl[(self._fh + self._fc) % len(fl)] = t << 16 | v
         self._fc += 1
 
@@ -842,7 +831,7 @@ class Session:
             if not self.in_flight(p) and self.sub_result(p) >= 0:
                 self._last_pid = p
                 return p
-        raise errors.QueueFull(say(_NO_PID))
+        raise fw.QueueFull(say(_NO_PID))
 
     def _fit(self, n):
         # tx holds n bytes from now on (a long topic, filter, CONNECT or stored message: grown

@@ -26,7 +26,7 @@ try:
 except ImportError:
     from .cpython import const
 
-from .errors import MQTTException
+from . import MQTTException
 
 
 class StoreFull(MQTTException):

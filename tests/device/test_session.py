@@ -18,9 +18,10 @@ test_cpython, test_micropython = make_tests(
 
 CUT_OFF_TOPIC = """
 from fleetwire.session import Session
+from fleetwire.feed import feed
 s = Session(b"c", max_packet=128)
 s.start(0)
-s.receive(b"\\x20\\x02\\x00\\x00", 0)  # CONNACK
+feed(s, b"\\x20\\x02\\x00\\x00", 0)  # CONNACK
 t = 60000  # a topic MQTT allows, longer than this heap can hold
 n = 2 + t + 2 + 10
 head = bytearray([0x32])  # PUBLISH, QoS 1
@@ -29,7 +30,7 @@ while n > 127:
     n >>= 7
 head.append(n)
 try:
-    s.receive(bytes(head) + bytes([t >> 8, t & 255]) + b"a/b/c", 0)
+    feed(s, bytes(head) + bytes([t >> 8, t & 255]) + b"a/b/c", 0)
 except MemoryError as e:
     print("ERROR", e)
 print("PACKED", s.pack(0))

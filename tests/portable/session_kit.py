@@ -2,6 +2,7 @@
 # broker, the packets it writes, the events it raises. Imported by its bare name, as
 # run.py is (tests/portable/harness.py puts it beside them on MicroPython).
 from fleetwire.session import Session
+from fleetwire.feed import feed
 from fleetwire.codec import packets as P
 
 
@@ -36,7 +37,7 @@ def out(s, now=0):
 
 
 def recv(s, *pkts, now=0):
-    s.receive(b"".join(p.encode() for p in pkts), now)
+    feed(s, b"".join(p.encode() for p in pkts), now)
 
 
 def session(present=False, clean=True, now=0, **kw):

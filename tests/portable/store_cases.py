@@ -23,6 +23,7 @@ from fleetwire.ringstore import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.ramstore import RamStore
 from fleetwire.session import Session
+from fleetwire.feed import feed
 from fleetwire.store import StoreFull
 from fleetwire.codec import wire
 
@@ -117,7 +118,7 @@ class Run:
         s = self.s
         s.start(0)
         packets_out(s)
-        s.receive(CONNACK_PRESENT, 0)
+        feed(s, CONNACK_PRESENT, 0)
 
     def exchange(self, hold=()):
         # play the broker until quiet: acknowledge everything except the QoS 1
@@ -134,25 +135,25 @@ class Run:
                         continue
                     self.cur = i
                     if i % 2 == 0:
-                        s.receive(ack(PUBACK, pid), 0)
+                        feed(s, ack(PUBACK, pid), 0)
                     else:
-                        s.receive(ack(PUBREC, pid), 0)
+                        feed(s, ack(PUBREC, pid), 0)
                         self.rel.add(i)
                 elif t == PUBREL:
                     self.cur = self.by_pid[pid]
-                    s.receive(ack(PUBCOMP, pid), 0)
+                    feed(s, ack(PUBCOMP, pid), 0)
                 self.cur = None
 
     def inbound(self, j, pid):
         self.cur = ("in", j)
-        self.s.receive(inbound_publish(pid, j), 0)
+        feed(self.s, inbound_publish(pid, j), 0)
         self.in_stored.add(j)
         self.cur = None
         packets_out(self.s)
 
     def release(self, j, pid):
         self.cur = ("in", j)
-        self.s.receive(ack(PUBREL, pid), 0)
+        feed(self.s, ack(PUBREL, pid), 0)
         self.in_done.add(j)
         self.cur = None
         packets_out(self.s)
@@ -287,7 +288,7 @@ def verify(run):
         p = s.publish(b"t/s", b"m%d" % i, 1)
         for t, pid, _payload, _dup in packets_out(s):
             if t == PUBLISH:
-                s.receive(ack(PUBACK, pid), 0)
+                feed(s, ack(PUBACK, pid), 0)
         assert not s.in_flight(p)
 
 
@@ -296,7 +297,7 @@ def drain(s, by_pid):
     the order they first came out."""
     s.start(0)
     packets_out(s)
-    s.receive(CONNACK_PRESENT, 0)
+    feed(s, CONNACK_PRESENT, 0)
     seen = []
     by_pid = dict(by_pid)
     while True:
@@ -307,10 +308,10 @@ def drain(s, by_pid):
             if t == PUBLISH:
                 i = int(payload[1:].split(b".")[0])
                 by_pid[pid] = i
-                s.receive(ack(PUBACK if i % 2 == 0 else PUBREC, pid), 0)
+                feed(s, ack(PUBACK if i % 2 == 0 else PUBREC, pid), 0)
             elif t == PUBREL:
                 i = by_pid[pid]
-                s.receive(ack(PUBCOMP, pid), 0)
+                feed(s, ack(PUBCOMP, pid), 0)
             else:
                 continue
             if i not in seen:
@@ -430,7 +431,7 @@ def restored(f, kind, clean=False, max_packet=128):
     )
     s.start(0)
     packets_out(s)
-    s.receive(b"\x20\x02\x00\x00" if clean else CONNACK_PRESENT, 0)
+    feed(s, b"\x20\x02\x00\x00" if clean else CONNACK_PRESENT, 0)
     return s
 
 
@@ -443,7 +444,7 @@ def check_restore_resends_pubrel_where_pubrec_came_and_publish_with_dup_elsewher
     run.connect()
     out = packets_out(run.s)
     assert [p[1] for p in out] == [1, 2, 3]
-    run.s.receive(ack(PUBREC, 2), 0)  # sc-2
+    feed(run.s, ack(PUBREC, 2), 0)  # sc-2
     s = restored(f, kind)
     out = packets_out(s)
     assert out[0][:2] == (PUBLISH, 1) and out[0][3], "PUBLISH 1 again, DUP set"
@@ -493,7 +494,7 @@ def check_a_clean_session_discards_what_was_in_flight_and_keeps_the_offline_queu
     s.on_discarded = lambda t, m, q: gone.append(m)
     s.start(0)
     packets_out(s)
-    s.receive(b"\x20\x02\x00\x00", 0)
+    feed(s, b"\x20\x02\x00\x00", 0)
     assert gone == [b"m0", b"m1.", b"m2.."]
     out = packets_out(s)
     assert [p[2] for p in out] == [b"m3...", b"m4...."]
@@ -534,7 +535,7 @@ def check_inbound_qos2_survives_a_restart_and_is_delivered_once(kind):
     assert run.delivered == {7: 1}  # delivered on arrival; its id is kept until PUBREL
     run.mount()  # restart before PUBREL
     run.connect()
-    run.s.receive(inbound_publish(77, 7), 0)  # the broker repeats it: not delivered
+    feed(run.s, inbound_publish(77, 7), 0)  # the broker repeats it: not delivered
     assert run.delivered == {7: 1}
     run.release(7, 77)
     run.mount()
@@ -556,7 +557,7 @@ def check_any_number_of_unreleased_inbound_qos2_ids_survive_a_restart(kind):
     run.mount()  # restart: every id comes back
     run.connect()
     for j in range(40):  # the broker repeats them all: none delivered again
-        run.s.receive(inbound_publish(101 + j, j), 0)
+        feed(run.s, inbound_publish(101 + j, j), 0)
         packets_out(run.s)
     assert run.delivered == {j: 1 for j in range(40)}
     for j in range(40):
