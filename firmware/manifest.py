@@ -1,6 +1,6 @@
-# Freeze fleetwire into a MicroPython firmware, so its code runs from flash: a connected
-# client then holds about 21 KB of heap instead of 49 KB as .mpy in /lib on the 64-bit
-# unix port, and 12 KB instead of 29 KB on a 32-bit build (bench/client.py --m32).
+# Freeze fleetwire into a MicroPython firmware, so its code runs from flash: a umqtt.simple-style
+# program, connected and subscribed, then holds 5.4 KB of heap instead of 19.9 KB with the
+# client as .mpy in /lib (bench/heap.py, a 32-bit unix port: an ESP32's object sizes).
 #
 #   fleetwire build --out build/board                     # from the repository root
 #   cd micropython/ports/esp32
