@@ -692,6 +692,17 @@ def test_a_burst_of_qos1_publishes_is_taken_while_the_acks_wait():
     eq(acks, [P.Puback(i + 1) for i in range(40)])
 
 
+def test_bytes_fed_while_no_ack_is_written_stop_with_a_protocol_error_once_no_room_is_left():
+    # feed() hands over bytes as if read; a driver that never writes the acks runs out of room
+    # for them, and is told so (an I/O loop stops reading instead: the case above)
+    s = session(max_inflight=2, queue_size=2, max_subscriptions=1)
+    log = events(s)
+    data = b"".join(P.Publish("a", b"%d" % i, 1, packet_id=i + 1).encode() for i in range(40))
+    e = raises(ProtocolError, feed, s, data, 0)
+    assert "acknowledgements waiting" in str(e), str(e)
+    assert 0 < len(log) < 40, len(log)  # the ones taken while there was room were delivered
+
+
 def test_MQTT_3_8_4_5_a_suback_with_more_return_codes_than_filters_is_refused():
     s = session()
     pid = s.subscribe(b"a", 1)
