@@ -11,11 +11,8 @@ try:
 except ImportError:
     from .cpython import const, ticks_ms, ticks_diff, ticks_add, sleep_ms
 
-from .session import Session, CONNECTING, CONNECTED, DISCONNECTED
+from .session import Session, CONNECTING, CONNECTED, DISCONNECTED, fw  # fw: the package (errors)
 from . import MQTTException, say
-
-# the package: its __getattr__ loads an error class (errkinds.py) when one is first raised
-fw = __import__(__name__.rpartition(".")[0], None, None, ["_"])
 
 # errors, by their line in reasons.TEXT (a number costs a board no interned name)
 _CLOSED = const(14)
