@@ -10,17 +10,18 @@ A run (number N) goes through three steps, each safe to repeat if the process di
        device_window  the touched hours' partitions, plus any hour whose windows chain to them
                       (a device's windows link by min_seq: an untouched hour right after a touched
                       one, or one whose seq range overlaps it, is recomputed too)
-       state          the touched days' hourly partials (metrics.hour_windows, hour_records,
-                      histogram; the recomputed hours' rows in place of the old ones) in
-                      OUT/_state/run=N/date=D/kind=K; and in OUT/_state/run=N/date=total, every
-                      day's rollups (metrics.merge_windows, merge_records, hour_counts,
-                      fleet_hourly: a few rows per device and day; the touched days' made anew
-                      from their hourly partials) and the histograms' total over every hour (the
-                      last total, minus the recomputed hours' old counts, plus their new ones).
-                      A run reads every day's window partials (which hours chain to the touched
-                      ones), the touched days' hourly partials and the rollups; device_health,
-                      firmware_cohort, outliers, the report and quality.json are merged from the
-                      rollups and the total
+       state          in OUT/_state/run=N/date=D/kind=K, each touched day's hourly partials
+                      (metrics.hour_windows, hour_records, histogram; the recomputed hours' rows
+                      in place of the old ones) and its rollups made anew from them
+                      (metrics.merge_windows, merge_records, hour_counts, fleet_hourly: a few rows
+                      per device); in OUT/_state/run=N/date=total, the histograms' total over
+                      every hour (the last total, minus the recomputed hours' old counts, plus
+                      their new ones). Every other day's state stays where an earlier run wrote
+                      it: a run writes what its hours change, not the history. It reads the
+                      touched days' hourly partials, the other days' window rollups (which hours
+                      chain to the touched ones), and every day's rollups and the total, which
+                      device_health, firmware_cohort, outliers, the report and quality.json are
+                      merged from
   3. commit: CHECKPOINT/state-N.json (files seen, counts, which run holds each date's partials
      and the total). Until then the last commit's state is untouched (run N writes only under
      run=N), so a run that dies leaves it usable.
@@ -35,9 +36,9 @@ from pyspark.sql import functions as F
 from fleetwire.host.analytics import job, landing, metrics, session, storage
 from fleetwire.host.analytics import schema as S
 
-VERSION = 2
+VERSION = 3
 DAY_MS = 24 * metrics.HOUR_MS
-TOTAL = "total"  # the state's "date" that holds every day's rollups and the histograms' total
+TOTAL = "total"  # the state's "date" that holds the histograms' total over every hour
 HOURLY = ["window", "record", "histogram"]  # the state's hourly partials, kept per date
 ROLLUPS = ["wday", "rday", "fwh", "devh", "fleet"]  # per day, what the tables merge from
 
@@ -319,38 +320,35 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
     try:
         shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
         job.phase(spark, "hours to recompute")
-        rollups = None
-        if TOTAL in snap["state"]:
-            rollups = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ROLLUPS + ["total"])
-            rollups = rollups.persist(job.CACHE)
-            cached.append(rollups)
+        known = sorted(d for d in snap["state"] if d != TOTAL)
         redo, follow, before = set(touched), set(), None
-        if rollups is not None:
+        if known:
+            staged_t = _staged(spark, snap, staging, touched)
             mine = (
-                _staged(spark, snap, staging, touched)
-                .withColumn("hour_ms", F.col("ts") - F.pmod("ts", F.lit(metrics.HOUR_MS)))
+                staged_t.withColumn("hour_ms", F.col("ts") - F.pmod("ts", F.lit(metrics.HOUR_MS)))
                 .groupBy("device_id", "hour_ms")
                 .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
             )
             # the touched days' hours, each as one row of window links; every other day as one row
             # (its seq range and last window, from the daily rollups)
-            near = sorted({_day(h) for h in touched} & set(snap["state"]))
-            hourly = (
-                _links(_read_kinds(spark, snap, _state_paths(p, snap, near), ["window"])) if near else None
-            )
-            days = _links(rollups.filter((F.col("_kind") == "wday") & ~_date().isin(*near)))
-            links = days if hourly is None else hourly.unionByName(days)
-            links = links.persist(job.CACHE)
+            near = sorted({_day(h) for h in touched} & set(known))
+            far = sorted(set(known) - set(near))
+            hw = _read_kinds(spark, snap, _state_paths(p, snap, near), ["window"]) if near else None
+            wd = _read_kinds(spark, snap, _state_paths(p, snap, far), ["wday"]) if far else None
+            days = _links(wd) if far else None
+            links = days if hw is None else _links(hw) if days is None else _links(hw).unionByName(days)
+            links = links.persist(job.CACHE)  # filled where device_window reads it, in the usual run
             cached.append(links)
-            redo, follow = related(links, mine, touched)
-            if not before_them(days, links, mine, redo | follow):
-                # another day's seqs reach into or past theirs (a clock or a seq counter that went
-                # back): which of its hours overlap or follow, from every hour's window links
-                known = [d for d in snap["state"] if d != TOTAL]
-                links = _links(_read_kinds(spark, snap, _state_paths(p, snap, known), ["window"]))
-                links = links.persist(job.CACHE)
-                cached.append(links)
+            if not after_the_rest(staged_t, hw, wd, touched):
+                # a clock or a seq counter went back: which hours overlap or follow theirs
                 redo, follow = related(links, mine, touched)
+                if days is not None and not before_them(days, links, mine, redo | follow):
+                    # another day's seqs reach into or past theirs: which of its hours overlap or
+                    # follow, from every hour's window links
+                    links = _links(_read_kinds(spark, snap, _state_paths(p, snap, known), ["window"]))
+                    links = links.persist(job.CACHE)
+                    cached.append(links)
+                    redo, follow = related(links, mine, touched)
             # the windows before the recomputed ones: whole days are entirely before them (else
             # they would overlap or follow), so each day's last window is the one that can chain
             before = links.filter(~F.col("hour_ms").isin(*sorted(redo | follow)))
@@ -396,18 +394,18 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
         job.phase(spark, "state of the touched days")
         days = sorted({_day(h) for h in windows})
         state, cols = new_state(
-            spark, p, snap, days, redo, windows, win, clean, rollups, cached, max(1, shape["cores"])
+            spark, p, snap, days, redo, windows, win, clean, cached, max(1, shape["cores"])
         )
         job.write(state, storage.join(p.out, "_state", "run=%d" % n), ("date", "kind"), single=True)
         for d in days + [TOTAL]:
             snap["state"][d] = n
         snap["schema"] = state.drop("date", "kind").schema.json()
 
-        # the tables, from every day's rollups and the histograms' total, as written (a few small
-        # files: a plain scan, where the write's plan would make every query on it costly to plan)
+        # the tables, from every day's rollups and the histograms' total, as written (small files:
+        # a plain scan, where the write's plan would make every query on it costly to plan)
         job.phase(spark, "merge the days")
         # partitioned by device: device_health groups and joins within those partitions
-        st = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ROLLUPS + ["total"])
+        st = _read_kinds(spark, snap, _state_paths(p, snap), ROLLUPS + ["total"])
         st = st.repartition(max(1, shape["cores"]), "device_id").persist(job.CACHE)
         cached.append(st)
 
@@ -425,10 +423,10 @@ def derive(spark, store, cfg, p, snap, n, touched, staging, q):
             df.unpersist()
 
 
-def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached, n_parts):
+def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts):
     """The state of the touched days (their hourly partials, the recomputed hours' rows in place of
     the old, and the daily rollups made from them) and the histograms' new total: (one DataFrame
-    with `date` and `kind`, {kind: its columns})."""
+    with `date` and `kind`, {kind: its columns}). Every other day's state stays as it is."""
     day = F.col("hour_ms") - F.pmod("hour_ms", F.lit(DAY_MS))
     fresh = {
         "window": (metrics.hour_windows(win), windows),
@@ -466,22 +464,11 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached, n
         "devh": dev_hours,
         "fleet": metrics.fleet_hourly(hw),
     }
-    # every day's rollups (`before`: as the last run left them): the touched days' new ones and
-    # the other days' as they were
-    date = _date()
     # `kind` partitions the dataset (a run reads only the kinds it needs); `_kind`, its copy in the
-    # rows, tells them apart once read
-    parts = []
-    for k, df in kinds.items():
-        rows = df.withColumns({"kind": F.lit(k), "_kind": F.lit(k)})
-        if k in ROLLUPS:
-            if before is not None:
-                kept = before.filter((F.col("_kind") == k) & ~date.isin(*days)).select(*df.columns)
-                rows = rows.unionByName(kept.withColumns({"kind": F.lit(k), "_kind": F.lit(k)}))
-            rows = rows.withColumn("date", F.lit(TOTAL))
-        else:
-            rows = rows.withColumn("date", date)
-        parts.append(rows)
+    # rows, tells them apart once read. A rollup's hour_ms is its day's first hour (fleet's: its hour)
+    parts = [
+        df.withColumns({"kind": F.lit(k), "_kind": F.lit(k), "date": _date()}) for k, df in kinds.items()
+    ]
     # the histograms' total over every hour (release percentiles need only that): the last total,
     # minus the recomputed hours' old counts, plus their new ones
     hist_cols = ["fw_version", "metric", "value", "n"]
@@ -492,8 +479,8 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached, n
                 "fw_version", "metric", "value", (-F.col("n")).alias("n")
             )
         )
-    if before is not None:
-        terms.append(before.filter(F.col("_kind") == "total").select(*hist_cols))
+    if TOTAL in snap["state"]:
+        terms.append(_read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ["total"]).select(*hist_cols))
     total = terms[0]
     for t in terms[1:]:
         total = total.unionByName(t)
@@ -505,6 +492,26 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, before, cached, n
     cols = {k: df.columns for k, df in kinds.items()}
     cols["total"] = hist_cols
     return state, cols
+
+
+def after_the_rest(staged, hw, wd, touched):
+    """True in the usual run: on every device, the touched hours' seqs (their staged records', and
+    their old window partials') all come after every other hour's. Then no other hour overlaps or
+    follows them: they alone are recomputed, and nothing is relinked. hw: the touched days' hourly
+    window partials; wd: the other days' window rollups. One aggregate by device, one job."""
+    t = F.col("hour_ms").isin(*sorted(touched))
+    none = F.lit(None).cast("long")
+    rows = staged.select("device_id", none.alias("hi"), F.col("seq").cast("long").alias("lo"))
+    if hw is not None:
+        rows = rows.unionByName(
+            hw.select(
+                "device_id", F.when(~t, F.col("max_seq")).alias("hi"), F.when(t, F.col("min_seq")).alias("lo")
+            )
+        )
+    if wd is not None:
+        rows = rows.unionByName(wd.select("device_id", F.col("max_seq").alias("hi"), none.alias("lo")))
+    per = rows.groupBy("device_id").agg(F.max("hi").alias("hi"), F.min("lo").alias("lo"))
+    return not per.filter(F.col("hi") >= F.col("lo")).agg(F.count(F.lit(1))).first()[0]
 
 
 def before_them(days, links, mine, hours):
