@@ -160,16 +160,17 @@ def run(spark, store, cfg, p):
     note = ck.pending(n)
     unreadable = []
     if note is None:
-        files, unreadable, _ = job.scan(store, cfg, p, cfg.since_ms)
+        files, unreadable, size = job.scan(store, cfg, p, cfg.since_ms)
         new = [f for f in files if _rel(p.input, f) not in snap["seen"]]
         if not new:
             return nothing_new(store, cfg, p, snap, unreadable)
-        note = {"files": [_rel(p.input, f) for f in new]}
+        # their size (read splits and partitions follow it): their share of the listed files'
+        note = {"files": [_rel(p.input, f) for f in new], "bytes": size * len(new) // len(files)}
         ck.write_pending(n, note)
     else:
         cfg.log("incremental: finishing run %d, which stopped before it committed" % n)
     if "hours" not in note:
-        note.update(stage(spark, store, cfg, p, n, note["files"], staging))
+        note.update(stage(spark, store, cfg, p, n, note["files"], note.get("bytes", 0), staging))
         ck.write_pending(n, note)
     cfg.log(
         "incremental: %d new files, %d new usable records" % (len(note["read"]), note["counts"].get("", 0))
@@ -202,7 +203,8 @@ def run(spark, store, cfg, p):
         )
     rewritten, report_path = set(), None
     if note["hours"]:
-        rewritten, report_path = derive(spark, store, cfg, p, snap, n, note["hours"], staging, q)
+        new = note["counts"].get("", 0)
+        rewritten, report_path = derive(spark, store, cfg, p, snap, n, note["hours"], new, staging, q)
     else:  # nothing usable in the new files: tables as they were
         q["clean_records"] = int(sum(snap["kept"].values()))
         q["duplicates"] = q["valid_records"] - q["clean_records"]
@@ -238,13 +240,13 @@ def nothing_new(store, cfg, p, snap, unreadable):
     )
 
 
-def stage(spark, store, cfg, p, n, rel_files, staging):
-    """Read the new files once: count their records by problem and stage the usable ones."""
+def stage(spark, store, cfg, p, n, rel_files, size, staging):
+    """Read the new files (`size` bytes) once: count their records by problem and stage the usable ones."""
     target = storage.join(staging, "run=%d" % n)
     store.delete(target)
     job.phase(spark, "stage new files")
     files = [_abs(p.input, f) for f in rel_files]
-    shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
+    shape = session.tune(spark, size, cfg.fmt, cfg.partitions)
 
     problems = [*landing.PROBLEMS, landing.FILTERED]  # every `_problem` classify() gives
 
@@ -313,12 +315,15 @@ def _staged(spark, snap, staging, hours):
     return spark.read.schema(S.spark_schema(with_corrupt=False)).parquet(*paths)
 
 
-def derive(spark, store, cfg, p, snap, n, touched, staging, q):
-    """Recompute what the touched hours change, update the state of their days and merge the tables
-    from the daily rollups. Returns (hours whose device_window partitions were rewritten, report URI)."""
+def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
+    """Recompute what the touched hours change (`new` usable records staged for them), update the
+    state of their days and merge the tables from the daily rollups. Returns (hours whose
+    device_window partitions were rewritten, report URI)."""
     cached = []
     try:
-        shape = session.tune(spark, 0, cfg.fmt, cfg.partitions)
+        # the touched hours' staged records: what this run deduplicates (its partitions follow)
+        records = new + sum(snap["kept"].get(str(h), 0) for h in touched)
+        shape = session.tune(spark, records * session.BYTES_PER_RECORD["parquet"], "parquet", cfg.partitions)
         job.phase(spark, "hours to recompute")
         known = sorted(d for d in snap["state"] if d != TOTAL)
         redo, follow, before = set(touched), set(), None

@@ -52,6 +52,7 @@ JOB_PERF_CONF = {
 
 # What one input record costs on disk, by format: the input's size -> records (partition sizing).
 BYTES_PER_RECORD = {"parquet": 30, "ndjson": 330}
+SPLIT_BYTES = 2**20  # the least input worth a read split of its own
 RECORDS_PER_TASK = 1_250_000  # deduplicated in one task's hash map: ~0.5 GB of a 4 GB driver at 8 tasks
 
 
@@ -149,10 +150,12 @@ def executors(spark, wait_s=30.0, settle_s=2.0):
 def tune(spark, input_bytes=0, fmt="parquet", partitions=None):
     """Settings for this cluster and input, on any master: returns the number of partitions the
     records are shuffled into. At least two tasks per core, and at most RECORDS_PER_TASK records
-    each; read splits: at least four per core, so that every core reads (a 300 MB landing zone is
-    otherwise 3 splits, and on a cluster as many as the 2 cores Spark assumes before executors
-    register). A partition count the user set (--conf spark.sql.shuffle.partitions, or
-    `partitions`) wins."""
+    each; read splits: at least four per core when the input is more than a few MB, so that every
+    core reads (a 300 MB landing zone is otherwise 3 splits, and on a cluster as many as the 2 cores
+    Spark assumes before executors register); one per core for less (an hour's records, the
+    incremental run's state: a task per small file costs more than it reads). A partition count the
+    user set (--conf spark.sql.shuffle.partitions, or `partitions`) wins, as does a split count
+    (spark.sql.files.minPartitionNum)."""
     n_exec, cores = executors(spark)
     conf = spark.sparkContext.getConf()
     if not partitions and conf.contains("spark.sql.shuffle.partitions"):
@@ -162,7 +165,8 @@ def tune(spark, input_bytes=0, fmt="parquet", partitions=None):
         partitions = max(2 * cores, math.ceil(records / RECORDS_PER_TASK / cores) * cores)
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     if not conf.contains("spark.sql.files.minPartitionNum"):
-        spark.conf.set("spark.sql.files.minPartitionNum", str(4 * cores))
+        splits = 4 * cores if input_bytes >= 4 * cores * SPLIT_BYTES else cores
+        spark.conf.set("spark.sql.files.minPartitionNum", str(splits))
     # the cached records: uncompressed on one machine (CPU is what is short), compressed in a
     # cluster's executors (memory is, and the cache is what spills)
     if not conf.contains("spark.sql.inMemoryColumnarStorage.compressed"):
