@@ -342,10 +342,11 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             wd = _read_kinds(spark, snap, _state_paths(p, snap, far), ["wday"]) if far else None
             days = _links(wd) if far else None
             links = days if hw is None else _links(hw) if days is None else _links(hw).unionByName(days)
-            links = links.persist(job.CACHE)  # filled where device_window reads it, in the usual run
-            cached.append(links)
             if not after_the_rest(staged_t, hw, wd, touched):
-                # a clock or a seq counter went back: which hours overlap or follow theirs
+                # a clock or a seq counter went back: which hours overlap or follow theirs (links
+                # kept: the queries below read them again; the usual run reads them once)
+                links = links.persist(job.CACHE)
+                cached.append(links)
                 redo, follow = related(links, mine, touched)
                 if days is not None and not before_them(days, links, mine, redo | follow):
                     # another day's seqs reach into or past theirs: which of its hours overlap or
