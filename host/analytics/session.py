@@ -52,7 +52,7 @@ JOB_PERF_CONF = {
 
 # What one input record costs on disk, by format: the input's size -> records (partition sizing).
 BYTES_PER_RECORD = {"parquet": 30, "ndjson": 330}
-SPLIT_BYTES = 2**20  # the least input worth a read split of its own
+SPLIT_BYTES = 2**20  # four read splits a core only when each gets at least this much input
 RECORDS_PER_TASK = 1_250_000  # deduplicated in one task's hash map: ~0.5 GB of a 4 GB driver at 8 tasks
 
 
