@@ -329,26 +329,28 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
         redo, follow, before = set(touched), set(), None
         if known:
             staged_t = _staged(spark, snap, staging, touched)
-            mine = (
-                staged_t.withColumn("hour_ms", F.col("ts") - F.pmod("ts", F.lit(metrics.HOUR_MS)))
-                .groupBy("device_id", "hour_ms")
-                .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
-            )
             # the touched days' hours, each as one row of window links; every other day as one row
             # (its seq range and last window, from the daily rollups)
             near = sorted({_day(h) for h in touched} & set(known))
             far = sorted(set(known) - set(near))
             hw = _read_kinds(spark, snap, _state_paths(p, snap, near), ["window"]) if near else None
             wd = _read_kinds(spark, snap, _state_paths(p, snap, far), ["wday"]) if far else None
-            days = _links(wd) if far else None
-            links = days if hw is None else _links(hw) if days is None else _links(hw).unionByName(days)
+            day_links = _links(wd) if far else None
+            links = day_links
+            if hw is not None:
+                links = _links(hw) if links is None else _links(hw).unionByName(links)
             if not after_the_rest(staged_t, hw, wd, touched):
                 # a clock or a seq counter went back: which hours overlap or follow theirs (links
                 # kept: the queries below read them again; the usual run reads them once)
                 links = links.persist(job.CACHE)
                 cached.append(links)
+                mine = (  # the touched hours' seq ranges per device, from their staged records
+                    staged_t.withColumn("hour_ms", F.col("ts") - F.pmod("ts", F.lit(metrics.HOUR_MS)))
+                    .groupBy("device_id", "hour_ms")
+                    .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
+                )
                 redo, follow = related(links, mine, touched)
-                if days is not None and not before_them(days, links, mine, redo | follow):
+                if day_links is not None and not before_them(day_links, links, mine, redo | follow):
                     # another day's seqs reach into or past theirs: which of its hours overlap or
                     # follow, from every hour's window links
                     links = _links(_read_kinds(spark, snap, _state_paths(p, snap, known), ["window"]))
