@@ -335,13 +335,19 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             far = sorted(set(known) - set(near))
             hw = _read_kinds(spark, snap, _state_paths(p, snap, near), ["window"]) if near else None
             wd = _read_kinds(spark, snap, _state_paths(p, snap, far), ["wday"]) if far else None
-            day_links = _links(wd) if far else None
-            links = day_links
-            if hw is not None:
-                links = _links(hw) if links is None else _links(hw).unionByName(links)
-            if not after_the_rest(staged_t, hw, wd, touched):
-                # a clock or a seq counter went back: which hours overlap or follow theirs (links
-                # kept: the queries below read them again; the usual run reads them once)
+            usual, before = after_the_rest(staged_t, hw, wd, touched)
+            if usual:
+                cached.append(before)
+                before = before.filter(F.col("min_seq").isNotNull()).select(
+                    "device_id", "min_seq", "_rec_last"
+                )
+            else:
+                # a clock or a seq counter went back: which hours overlap or follow theirs, from
+                # each hour's and each day's window links (kept: the queries below read them again)
+                day_links = _links(wd) if far else None
+                links = day_links
+                if hw is not None:
+                    links = _links(hw) if links is None else _links(hw).unionByName(links)
                 links = links.persist(job.CACHE)
                 cached.append(links)
                 mine = (  # the touched hours' seq ranges per device, from their staged records
@@ -357,9 +363,9 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
                     links = links.persist(job.CACHE)
                     cached.append(links)
                     redo, follow = related(links, mine, touched)
-            # the windows before the recomputed ones: whole days are entirely before them (else
-            # they would overlap or follow), so each day's last window is the one that can chain
-            before = links.filter(~F.col("hour_ms").isin(*sorted(redo | follow)))
+                # the windows before the recomputed ones: whole days are entirely before them (else
+                # they would overlap or follow), so each day's last window is the one that can chain
+                before = links.filter(~F.col("hour_ms").isin(*sorted(redo | follow)))
 
         # clean: every hour to recompute, from every run's staged records of it (deliveries of one
         # (device_id, seq) in different hours meet here: their hours' seq ranges overlap)
@@ -503,23 +509,47 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts):
 
 
 def after_the_rest(staged, hw, wd, touched):
-    """True in the usual run: on every device, the touched hours' seqs (their staged records', and
-    their old window partials') all come after every other hour's. Then no other hour overlaps or
-    follows them: they alone are recomputed, and nothing is relinked. hw: the touched days' hourly
-    window partials; wd: the other days' window rollups. One aggregate by device, one job."""
+    """The usual run's check, and what it links to: on every device, do the touched hours' seqs (their
+    staged records', and their old window partials') all come after every other hour's? Then no
+    other hour overlaps or follows them: they alone are recomputed, and their first window chains
+    to the device's last earlier one. hw: the touched days' hourly window partials; wd: the other
+    days' window rollups. One aggregate by device (one job): (True and the earlier windows as
+    link()'s `before` (one row per device: its last window before the touched hours, cached), or
+    False and None)."""
     t = F.col("hour_ms").isin(*sorted(touched))
     none = F.lit(None).cast("long")
-    rows = staged.select("device_id", none.alias("hi"), F.col("seq").cast("long").alias("lo"))
+    rows = staged.select(
+        "device_id",
+        none.alias("hi"),
+        F.col("seq").cast("long").alias("lo"),
+        none.alias("last_min_seq"),
+        none.alias("last_rec"),
+    )
     if hw is not None:
         rows = rows.unionByName(
             hw.select(
-                "device_id", F.when(~t, F.col("max_seq")).alias("hi"), F.when(t, F.col("min_seq")).alias("lo")
+                "device_id",
+                F.when(~t, F.col("max_seq")).alias("hi"),
+                F.when(t, F.col("min_seq")).alias("lo"),
+                F.when(~t, F.col("last_min_seq")).alias("last_min_seq"),
+                F.when(~t, F.col("last_rec")).alias("last_rec"),
             )
         )
     if wd is not None:
-        rows = rows.unionByName(wd.select("device_id", F.col("max_seq").alias("hi"), none.alias("lo")))
-    per = rows.groupBy("device_id").agg(F.max("hi").alias("hi"), F.min("lo").alias("lo"))
-    return not per.filter(F.col("hi") >= F.col("lo")).agg(F.count(F.lit(1))).first()[0]
+        rows = rows.unionByName(
+            wd.select("device_id", F.col("max_seq").alias("hi"), none.alias("lo"), "last_min_seq", "last_rec")
+        )
+    per = rows.groupBy("device_id").agg(
+        F.max("hi").alias("hi"),
+        F.min("lo").alias("lo"),
+        F.max("last_min_seq").alias("min_seq"),
+        F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
+    )
+    per = per.persist(job.CACHE)
+    if per.filter(F.col("hi") >= F.col("lo")).agg(F.count(F.lit(1))).first()[0]:
+        per.unpersist()
+        return False, None
+    return True, per
 
 
 def before_them(days, links, mine, hours):
