@@ -32,6 +32,7 @@ no Spark job.
 import json
 
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from fleetwire.host.analytics import job, landing, metrics, session, storage
 from fleetwire.host.analytics import schema as S
@@ -267,7 +268,12 @@ def stage(spark, store, cfg, p, n, rel_files, size, staging):
             F.max(F.when(ok, F.col("ts"))).alias("hi"),
         )
         valid = c.filter(ok).select(*S.FIELD_NAMES, "date", "hour")
-        job.write(valid.repartition(max(1, shape["cores"]), "date", "hour"), target, ("date", "hour"))
+        if size < session.SPLIT_BYTES * shape["cores"]:
+            # an hour's files or so: the task that reads them writes them (a file an hour)
+            valid = valid.coalesce(1)
+        else:  # each hour's records to one task (a file an hour, not one per task and hour)
+            valid = valid.repartition(max(1, shape["cores"]), "date", "hour")
+        job.write(valid, target, ("date", "hour"))
         return obs.get
 
     m, read, vanished = job.read_records(spark, store, files, cfg, action)
@@ -299,8 +305,6 @@ def _read_kinds(spark, snap, paths, kinds):
     once read), with the schema the last run wrote (no job to read it from the files). Each
     directory is read as it is, without partition discovery (date=total beside date=2026-01-05
     would conflict)."""
-    from pyspark.sql.types import StructType
-
     pattern = kinds[0] if len(kinds) == 1 else "{%s}" % ",".join(kinds)
     schema = StructType.fromJson(json.loads(snap["schema"]))
     return spark.read.schema(schema).parquet(*[storage.join(path, "kind=" + pattern) for path in paths])
@@ -413,7 +417,7 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
         job.write(state, storage.join(p.out, "_state", "run=%d" % n), ("date", "kind"), single=True)
         for d in days + [TOTAL]:
             snap["state"][d] = n
-        snap["schema"] = state.drop("date", "kind").schema.json()
+        snap["schema"] = StructType([f for f in state.schema.fields if f.name not in ("date", "kind")]).json()
 
         # the tables, from every day's rollups and the histograms' total, as written (small files:
         # a plain scan, where the write's plan would make every query on it costly to plan)
