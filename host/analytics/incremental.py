@@ -411,10 +411,12 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
 
         job.phase(spark, "state of the touched days")
         days = sorted({_day(h) for h in windows})
-        state, cols = new_state(
-            spark, p, snap, days, redo, windows, win, clean, cached, max(1, shape["cores"])
-        )
-        job.write(state, storage.join(p.out, "_state", "run=%d" % n), ("date", "kind"), single=True)
+        # an hour's records or so: the state of their days is a few rows per device and hour, made
+        # in one task without a shuffle (six shuffles of a few thousand rows cost more than it)
+        one = records * session.BYTES_PER_RECORD["parquet"] < session.SPLIT_BYTES * shape["cores"]
+        state, cols = new_state(spark, p, snap, days, redo, windows, win, clean, cached, shape["cores"], one)
+        target = storage.join(p.out, "_state", "run=%d" % n)
+        job.write(state, target, ("date", "kind"), files=1 if one else None, single=not one)
         for d in days + [TOTAL]:
             snap["state"][d] = n
         snap["schema"] = StructType([f for f in state.schema.fields if f.name not in ("date", "kind")]).json()
@@ -441,20 +443,27 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             df.unpersist()
 
 
-def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts):
+def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, one=False):
     """The state of the touched days (their hourly partials, the recomputed hours' rows in place of
     the old, and the daily rollups made from them) and the histograms' new total: (one DataFrame
-    with `date` and `kind`, {kind: its columns}). Every other day's state stays as it is."""
+    with `date` and `kind`, {kind: its columns}). Every other day's state stays as it is. one: the
+    inputs are brought into one partition (which every grouping then runs in, without a shuffle)
+    instead of n_parts by device."""
+
+    def gather(df):
+        return df.coalesce(1) if one else df.repartition(max(1, n_parts), "device_id")
+
     day = F.col("hour_ms") - F.pmod("hour_ms", F.lit(DAY_MS))
     fresh = {
         "window": (metrics.hour_windows(win), windows),
         "record": (metrics.hour_records(clean), redo),
-        "histogram": (metrics.histogram(clean, by_hour=True), redo),
+        "histogram": (metrics.histogram(clean.coalesce(1) if one else clean, by_hour=True), redo),
     }
     old_days = [d for d in days if d in snap["state"]]
     old = None
     if old_days:
-        old = _read_kinds(spark, snap, _state_paths(p, snap, old_days), HOURLY).persist(job.CACHE)
+        old = _read_kinds(spark, snap, _state_paths(p, snap, old_days), HOURLY)
+        old = (old.coalesce(1) if one else old).persist(job.CACHE)
         cached.append(old)
     hourly = {}
     for kind, (rows_new, hrs) in fresh.items():
@@ -467,7 +476,7 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts):
             )
         hourly[kind] = m
     # partitioned by device: every rollup below but fleet_hourly groups within those partitions
-    hw, hr = (hourly[k].repartition(n_parts, "device_id").persist(job.CACHE) for k in ("window", "record"))
+    hw, hr = (gather(hourly[k]).persist(job.CACHE) for k in ("window", "record"))
     cached += [hw, hr]
     fw_hours, dev_hours = metrics.hour_counts(hr, DAY_MS)
     kinds = {
@@ -502,7 +511,8 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts):
     total = terms[0]
     for t in terms[1:]:
         total = total.unionByName(t)
-    total = total.groupBy("fw_version", "metric", "value").agg(F.sum("n").alias("n")).filter(F.col("n") != 0)
+    total = (total.coalesce(1) if one else total).groupBy("fw_version", "metric", "value")
+    total = total.agg(F.sum("n").alias("n")).filter(F.col("n") != 0)
     parts.append(total.withColumns({"kind": F.lit("total"), "_kind": F.lit("total"), "date": F.lit(TOTAL)}))
     state = parts[0]
     for part in parts[1:]:
