@@ -523,13 +523,12 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
 
 
 def after_the_rest(staged, hw, wd, touched):
-    """The usual run's check, and what it links to: on every device, do the touched hours' seqs (their
-    staged records', and their old window partials') all come after every other hour's? Then no
-    other hour overlaps or follows them: they alone are recomputed, and their first window chains
-    to the device's last earlier one. hw: the touched days' hourly window partials; wd: the other
-    days' window rollups. One aggregate by device (one job): (True and the earlier windows as
-    link()'s `before` (one row per device: its last window before the touched hours, cached), or
-    False and None)."""
+    """The usual run's check: on every device, do the touched hours' seqs (their staged records',
+    and their old window partials') all come after every other hour's? Then no other hour overlaps
+    or follows them, they alone are recomputed, and their first window chains to the device's last
+    earlier one. hw: the touched days' hourly window partials; wd: the other days' window rollups.
+    One aggregate by device, one job. Returns (True, that last earlier window per device as
+    link()'s `before`, cached) or (False, None)."""
     t = F.col("hour_ms").isin(*sorted(touched))
     none = F.lit(None).cast("long")
     rows = staged.select(
