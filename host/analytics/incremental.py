@@ -268,8 +268,7 @@ def stage(spark, store, cfg, p, n, rel_files, size, staging):
             F.max(F.when(ok, F.col("ts"))).alias("hi"),
         )
         valid = c.filter(ok).select(*S.FIELD_NAMES, "date", "hour")
-        if size < session.SPLIT_BYTES * shape["cores"]:
-            # an hour's files or so: the task that reads them writes them (a file an hour)
+        if shape["small"]:  # an hour's files or so: the task that reads them writes them
             valid = valid.coalesce(1)
         else:  # each hour's records to one task (a file an hour, not one per task and hour)
             valid = valid.repartition(max(1, shape["cores"]), "date", "hour")
@@ -413,10 +412,15 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
         days = sorted({_day(h) for h in windows})
         # an hour's records or so: the state of their days is a few rows per device and hour, made
         # in one task without a shuffle (six shuffles of a few thousand rows cost more than it)
-        one = records * session.BYTES_PER_RECORD["parquet"] < session.SPLIT_BYTES * shape["cores"]
+        one = shape["small"]
         state, cols = new_state(spark, p, snap, days, redo, windows, win, clean, cached, shape["cores"], one)
-        target = storage.join(p.out, "_state", "run=%d" % n)
-        job.write(state, target, ("date", "kind"), files=1 if one else None, single=not one)
+        job.write(
+            state,
+            storage.join(p.out, "_state", "run=%d" % n),
+            ("date", "kind"),
+            files=1 if one else None,
+            single=not one,
+        )
         for d in days + [TOTAL]:
             snap["state"][d] = n
         snap["schema"] = StructType([f for f in state.schema.fields if f.name not in ("date", "kind")]).json()
@@ -450,20 +454,19 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
     inputs are brought into one partition (which every grouping then runs in, without a shuffle)
     instead of n_parts by device."""
 
-    def gather(df):
-        return df.coalesce(1) if one else df.repartition(max(1, n_parts), "device_id")
+    def few(df):  # into the one partition, or left as it is
+        return df.coalesce(1) if one else df
 
     day = F.col("hour_ms") - F.pmod("hour_ms", F.lit(DAY_MS))
     fresh = {
         "window": (metrics.hour_windows(win), windows),
         "record": (metrics.hour_records(clean), redo),
-        "histogram": (metrics.histogram(clean.coalesce(1) if one else clean, by_hour=True), redo),
+        "histogram": (metrics.histogram(few(clean), by_hour=True), redo),
     }
     old_days = [d for d in days if d in snap["state"]]
     old = None
     if old_days:
-        old = _read_kinds(spark, snap, _state_paths(p, snap, old_days), HOURLY)
-        old = (old.coalesce(1) if one else old).persist(job.CACHE)
+        old = few(_read_kinds(spark, snap, _state_paths(p, snap, old_days), HOURLY)).persist(job.CACHE)
         cached.append(old)
     hourly = {}
     for kind, (rows_new, hrs) in fresh.items():
@@ -476,7 +479,8 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
             )
         hourly[kind] = m
     # partitioned by device: every rollup below but fleet_hourly groups within those partitions
-    hw, hr = (gather(hourly[k]).persist(job.CACHE) for k in ("window", "record"))
+    by_device = few if one else (lambda df: df.repartition(max(1, n_parts), "device_id"))
+    hw, hr = (by_device(hourly[k]).persist(job.CACHE) for k in ("window", "record"))
     cached += [hw, hr]
     fw_hours, dev_hours = metrics.hour_counts(hr, DAY_MS)
     kinds = {
@@ -511,8 +515,9 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
     total = terms[0]
     for t in terms[1:]:
         total = total.unionByName(t)
-    total = (total.coalesce(1) if one else total).groupBy("fw_version", "metric", "value")
-    total = total.agg(F.sum("n").alias("n")).filter(F.col("n") != 0)
+    total = (
+        few(total).groupBy("fw_version", "metric", "value").agg(F.sum("n").alias("n")).filter(F.col("n") != 0)
+    )
     parts.append(total.withColumns({"kind": F.lit("total"), "_kind": F.lit("total"), "date": F.lit(TOTAL)}))
     state = parts[0]
     for part in parts[1:]:

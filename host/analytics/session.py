@@ -52,7 +52,7 @@ JOB_PERF_CONF = {
 
 # What one input record costs on disk, by format: the input's size -> records (partition sizing).
 BYTES_PER_RECORD = {"parquet": 30, "ndjson": 330}
-SPLIT_BYTES = 2**20  # four read splits a core only when each gets at least this much input
+SPLIT_BYTES = 2**20  # per core: below it an input is small (one task), four splits a core from four times it
 RECORDS_PER_TASK = 1_250_000  # deduplicated in one task's hash map: ~0.5 GB of a 4 GB driver at 8 tasks
 
 
@@ -148,12 +148,13 @@ def executors(spark, wait_s=30.0, settle_s=2.0):
 
 
 def tune(spark, input_bytes=0, fmt="parquet", partitions=None):
-    """Settings for this cluster and input, on any master: returns the number of partitions the
-    records are shuffled into. At least two tasks per core, and at most RECORDS_PER_TASK records
-    each; read splits: at least four per core when the input is more than a few MB, so that every
-    core reads (a 300 MB landing zone is otherwise 3 splits, and on a cluster as many as the 2 cores
-    Spark assumes before executors register); one per core for less (an hour's records, the
-    incremental run's state: a task per small file costs more than it reads). A partition count the
+    """Settings for this cluster and input, on any master: returns the cores, the number of
+    partitions the records are shuffled into, and whether the input is small (one task for it).
+    Partitions: at least two tasks per core, and at most RECORDS_PER_TASK records each. Read
+    splits: at least four per core when the input is more than a few MB, so that every core reads
+    (a 300 MB landing zone is otherwise 3 splits, and on a cluster as many as the 2 cores Spark
+    assumes before executors register); one per core for less (an hour's records, the incremental
+    run's state: a task per small file costs more than it reads). A partition count the
     user set (--conf spark.sql.shuffle.partitions, or `partitions`) wins, as does a split count
     (spark.sql.files.minPartitionNum)."""
     n_exec, cores = executors(spark)
@@ -174,4 +175,6 @@ def tune(spark, input_bytes=0, fmt="parquet", partitions=None):
             "spark.sql.inMemoryColumnarStorage.compressed",
             "false" if is_local(spark.sparkContext.master) else "true",
         )
-    return {"executors": n_exec, "cores": cores, "partitions": partitions}
+    # small: one task does it faster than a shuffle spreads it (an hour's records, its days' state)
+    small = input_bytes < SPLIT_BYTES * cores
+    return {"executors": n_exec, "cores": cores, "partitions": partitions, "small": small}
