@@ -14,14 +14,14 @@ A run (number N) goes through three steps, each safe to repeat if the process di
                       (metrics.hour_windows, hour_records, histogram; the recomputed hours' rows
                       in place of the old ones) and its rollups made anew from them
                       (metrics.merge_windows, merge_records, hour_counts, fleet_hourly: a few rows
-                      per device); in OUT/_state/run=N/date=total, the histograms' total over
-                      every hour (the last total, minus the recomputed hours' old counts, plus
-                      their new ones). Every other day's state stays where an earlier run wrote
-                      it: a run writes what its hours change, not the history. It reads the
-                      touched days' hourly partials, the other days' window rollups (which hours
-                      chain to the touched ones), and every day's rollups and the total, which
-                      device_health, firmware_cohort, outliers, the report and quality.json are
-                      merged from
+                      per device, the five in one kind=rollup); in OUT/_state/run=N/date=total,
+                      the histograms' total over every hour (the last total, minus the recomputed
+                      hours' old counts, plus their new ones). Every other day's state stays
+                      where an earlier run wrote it: a run writes what its hours change, not the
+                      history. It reads the touched days' hourly partials, the other days' window
+                      rollups (which hours chain to the touched ones), and every day's rollups and
+                      the total, which device_health, firmware_cohort, outliers, the report and
+                      quality.json are merged from
   3. commit: CHECKPOINT/state-N.json (files seen, counts, which run holds each date's partials
      and the total). Until then the last commit's state is untouched (run N writes only under
      run=N), so a run that dies leaves it usable.
@@ -37,11 +37,18 @@ from pyspark.sql.types import StructType
 from fleetwire.host.analytics import job, landing, metrics, session, storage
 from fleetwire.host.analytics import schema as S
 
-VERSION = 3
+VERSION = 4
 DAY_MS = 24 * metrics.HOUR_MS
 TOTAL = "total"  # the state's "date" that holds the histograms' total over every hour
 HOURLY = ["window", "record", "histogram"]  # the state's hourly partials, kept per date
 ROLLUPS = ["wday", "rday", "fwh", "devh", "fleet"]  # per day, what the tables merge from
+# The rollups of a day are kept in one directory (kind=rollup): every run reads all of them, from
+# one small file a day instead of five (a month: 32 files, not 156)
+ROLLUP = "rollup"
+
+
+def _kind_dir(kind):
+    return ROLLUP if kind in ROLLUPS else kind
 
 
 class Checkpoint:
@@ -304,9 +311,13 @@ def _read_kinds(spark, snap, paths, kinds):
     once read), with the schema the last run wrote (no job to read it from the files). Each
     directory is read as it is, without partition discovery (date=total beside date=2026-01-05
     would conflict)."""
-    pattern = kinds[0] if len(kinds) == 1 else "{%s}" % ",".join(kinds)
+    dirs = sorted({_kind_dir(k) for k in kinds})
+    pattern = dirs[0] if len(dirs) == 1 else "{%s}" % ",".join(dirs)
     schema = StructType.fromJson(json.loads(snap["schema"]))
-    return spark.read.schema(schema).parquet(*[storage.join(path, "kind=" + pattern) for path in paths])
+    df = spark.read.schema(schema).parquet(*[storage.join(path, "kind=" + pattern) for path in paths])
+    if ROLLUP in dirs and not set(ROLLUPS) <= set(kinds):  # some of a directory's kinds only
+        df = df.filter(F.col("_kind").isin(*kinds))
+    return df
 
 
 def _staged(spark, snap, staging, hours):
@@ -495,10 +506,12 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
         "devh": dev_hours,
         "fleet": metrics.fleet_hourly(hw),
     }
-    # `kind` partitions the dataset (a run reads only the kinds it needs); `_kind`, its copy in the
-    # rows, tells them apart once read. A rollup's hour_ms is its day's first hour (fleet's: its hour)
+    # `kind` partitions the dataset (a run reads only the kinds it needs; the rollups are read
+    # together); `_kind` tells the rows apart once read. A rollup's hour_ms is its day's first hour
+    # (fleet's: its hour)
     parts = [
-        df.withColumns({"kind": F.lit(k), "_kind": F.lit(k), "date": _date()}) for k, df in kinds.items()
+        df.withColumns({"kind": F.lit(_kind_dir(k)), "_kind": F.lit(k), "date": _date()})
+        for k, df in kinds.items()
     ]
     # the histograms' total over every hour (release percentiles need only that): the last total,
     # minus the recomputed hours' old counts, plus their new ones
