@@ -69,7 +69,8 @@ def is_local(master):
 # The driver JVM's collector. On local[N] the driver runs every task: the throughput collector
 # took 12 % off the job at 10M records (bench/spark_report.py, 3 runs each, alternately: median
 # 138.5 -> 121.6 s; every run faster), where G1's concurrent work and write barriers compete with
-# the tasks for the cores. Pauses don't matter to a batch job.
+# the tasks for the cores. Pauses don't matter to a batch job. (On a cluster the driver only plans
+# and collects results; the executors keep Spark's default.)
 DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC -Dlog4j2.configurationFile=file:" + LOG4J2
 
 
