@@ -174,6 +174,16 @@ NO_DICTIONARY = (
 )
 
 
+# Parquet writer settings, unless the user set them (--conf spark.hadoop.parquet.writer.version=v1 for
+# a reader older than Spark 3.3, which cannot read delta-encoded pages). Format 2 data pages store the
+# columns without a dictionary (ts, seq, counters that rise) delta-encoded, not plain: at 10M records
+# `clean` took 210 MiB instead of 343, and writing it a fifth less time. Parquet 1.15's size
+# statistics (level histograms and unencoded sizes, which none of the job's readers use) cost about
+# another 5 % of the write. (A write of the 10M `clean` table from a cache, 3 rounds alternately:
+# 18.0, 18.0 s as it was; 16.0, 13.7 s with v2; 14.9, 13.8 s with both.)
+PARQUET_WRITER = {"parquet.writer.version": "v2", "parquet.size.statistics.enabled": "false"}
+
+
 def write(df, path, partition_by=(), files=None, dynamic=False, single=False):
     """Write a table as Parquet, replacing it (dynamic: replacing only the partitions df has).
     files: at most that many tasks write (coalesced from a cached input); single: one file, from a
@@ -183,6 +193,10 @@ def write(df, path, partition_by=(), files=None, dynamic=False, single=False):
     elif files:
         df = df.coalesce(files)
     w = df.write.mode("overwrite").option("partitionOverwriteMode", "dynamic" if dynamic else "static")
+    user = df.sparkSession.sparkContext._jsc.hadoopConfiguration()
+    for k, v in PARQUET_WRITER.items():
+        if user.get(k) is None:
+            w = w.option(k, v)
     for c in NO_DICTIONARY:
         if c in df.columns:
             w = w.option("parquet.enable.dictionary#" + c, "false")
