@@ -31,8 +31,8 @@ RECORDS_PER_DEVICE_DAY = 1486  # what the generator delivers per device in 24 h,
 
 def tree_stats(pid):
     """(cpu seconds, memory bytes) of a process and its descendants, from /proc. Memory is the sum of
-    their proportional set sizes: a child the JVM forks shares its pages until it execs, and a sum of
-    resident sizes counted them twice (a 3.7 GB JVM read as 6.4 GB)."""
+    their proportional set sizes: pages that processes of the tree share (a child the JVM forks, until
+    it execs) are counted once, not once per process as a sum of resident sizes counts them."""
     tick = os.sysconf("SC_CLK_TCK")
     page = os.sysconf("SC_PAGE_SIZE")
     kids = {}
