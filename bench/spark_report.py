@@ -160,6 +160,18 @@ def jit_seconds(spark):
     return total
 
 
+def high_water_mark(pid):
+    """The kernel's record of a process's peak resident set, in bytes (None where it keeps none)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def child_spark(landing, out, fmt, conf=None, incremental=False):
     sys.path.insert(0, ROOT)
     from fleetwire.host.analytics import job, session
@@ -189,6 +201,7 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
     jobs, shuffles, mib, task_cpu = spark_work(spark)
     work, names = phase_work(spark)
     phases = [(what, end - began) + tuple(work.get(what, (0, 0))) for (what, began), end in zip(marks, ends)]
+    jvm_peak = high_water_mark(spark._jvm.java.lang.ProcessHandle.current().pid())
     spark.stop()
     print(
         json.dumps(
@@ -202,6 +215,7 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
                 "shuffled_mib": mib,
                 "task_cpu_s": task_cpu,
                 "jit_s": jit,
+                "jvm_peak": jvm_peak,
                 "new_records": res.new_records,
                 "hours": res.hours,
                 "phases": phases,
@@ -460,8 +474,12 @@ def main():
                     cpu,
                     info.get("read", res["spark"]["read"]) / info["job_s"] / 1000,
                     peak / 2**20,
-                    ", %d Spark jobs, %d shuffles (%.0f MiB), task CPU %.1f s, JIT %.1f s"
-                    % tuple(info[k] for k in ("jobs", "shuffles", "shuffled_mib", "task_cpu_s", "jit_s"))
+                    ", %d Spark jobs, %d shuffles (%.0f MiB), task CPU %.1f s, JIT %.1f s,"
+                    " JVM peak resident %.0f MiB"
+                    % (
+                        tuple(info[k] for k in ("jobs", "shuffles", "shuffled_mib", "task_cpu_s", "jit_s"))
+                        + ((info.get("jvm_peak") or 0) / 2**20,)
+                    )
                     if "jobs" in info
                     else "",
                 ),
