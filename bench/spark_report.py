@@ -57,21 +57,21 @@ def tree_stats(pid):
         p = todo.pop()
         if p in procs:
             cpu += procs[p][0]
-            rss += pss(procs[p][2], procs[p][1])
+            rss += proc_kb(procs[p][2], "smaps_rollup", "Pss") or procs[p][1]
         todo += kids.get(p, [])
     return cpu, rss
 
 
-def pss(pid, rss):
-    """A process's proportional set size in bytes (rss where the kernel does not say)."""
+def proc_kb(pid, file, key):
+    """A `KEY:   N kB` figure of /proc/PID/FILE, in bytes (None where the kernel does not give it)."""
     try:
-        with open("/proc/%s/smaps_rollup" % pid) as f:
+        with open("/proc/%s/%s" % (pid, file)) as f:
             for line in f:
-                if line.startswith("Pss:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return rss
+    return None
 
 
 def measure(cmd, env=None):
@@ -160,18 +160,6 @@ def jit_seconds(spark):
     return total
 
 
-def high_water_mark(pid):
-    """The kernel's record of a process's peak resident set, in bytes (None where it keeps none)."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def child_spark(landing, out, fmt, conf=None, incremental=False):
     sys.path.insert(0, ROOT)
     from fleetwire.host.analytics import job, session
@@ -201,7 +189,8 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
     jobs, shuffles, mib, task_cpu = spark_work(spark)
     work, names = phase_work(spark)
     phases = [(what, end - began) + tuple(work.get(what, (0, 0))) for (what, began), end in zip(marks, ends)]
-    jvm_peak = high_water_mark(spark._jvm.java.lang.ProcessHandle.current().pid())
+    # the kernel's record of the JVM's peak resident set
+    jvm_peak = proc_kb(spark._jvm.java.lang.ProcessHandle.current().pid(), "status", "VmHWM")
     spark.stop()
     print(
         json.dumps(

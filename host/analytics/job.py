@@ -157,7 +157,8 @@ def phase(spark, what):
 
 
 # Columns whose values are nearly all distinct: Parquet's dictionary encoding is tried and dropped
-# for each of them in every file, a fifth of the `clean` table's write at 10M records (its size: +20%).
+# for each of them in every file, a fifth of the `clean` table's write at 10M records; without it they
+# are delta-encoded (PARQUET_WRITER below).
 NO_DICTIONARY = (
     "ts",
     "seq",
