@@ -91,7 +91,7 @@ def driver_java_options(local):
 def _quiet_jvm(local):
     """Before the driver JVM starts (plain python, not spark-submit): bind a local session to
     loopback only, keep Spark's start-up warnings off the console (errors still show) and, on a
-    local master, choose the driver's collector."""
+    local master, choose the driver's collector and compiler thresholds."""
     if under_spark_submit():
         return
     if local:
