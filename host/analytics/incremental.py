@@ -340,7 +340,12 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
         shape = session.tune(spark, records * session.BYTES_PER_RECORD["parquet"], "parquet", cfg.partitions)
         job.phase(spark, "hours to recompute")
         known = sorted(d for d in snap["state"] if d != TOTAL)
-        redo, follow, before = set(touched), set(), None
+        redo, follow, before, done = set(touched), set(), None, None
+
+        def deduplicate(hours, also=None):  # every run's staged records of those hours
+            staged = _staged(spark, snap, staging, hours).withColumn("_problem", F.lit(None).cast("string"))
+            return job.deduplicate(staged, shape["partitions"], per_hour=True, also=also)
+
         if known:
             staged_t = _staged(spark, snap, staging, touched)
             # the touched days' hours, each as one row of window links; every other day as one row
@@ -349,13 +354,18 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             far = sorted(set(known) - set(near))
             hw = _read_kinds(spark, snap, _state_paths(p, snap, near), ["window"]) if near else None
             wd = _read_kinds(spark, snap, _state_paths(p, snap, far), ["wday"]) if far else None
-            usual, before = after_the_rest(staged_t, hw, wd, touched)
-            if usual:
-                cached.append(before)
-                before = before.filter(F.col("min_seq").isNotNull()).select(
-                    "device_id", "min_seq", "_rec_last"
-                )
+            last, clashes = after_the_rest(staged_t, hw, wd, touched)
+            cached.append(last)
+            # the usual case assumed: the touched hours deduplicated in the job that checks it
+            job.phase(spark, "clean (recomputed hours)")
+            done = deduplicate(touched, also=clashes)
+            cached.append(done[0])
+            if not done[2][0]["_clashes"]:
+                before = last.filter(F.col("min_seq").isNotNull()).select("device_id", "min_seq", "_rec_last")
             else:
+                done[0].unpersist()
+                done = None
+                job.phase(spark, "hours to recompute")
                 # a clock or a seq counter went back: which hours overlap or follow theirs, from
                 # each hour's and each day's window links (kept: the queries below read them again)
                 day_links = _links(wd) if far else None
@@ -383,12 +393,11 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
 
         # clean: every hour to recompute, from every run's staged records of it (deliveries of one
         # (device_id, seq) in different hours meet here: their hours' seq ranges overlap)
-        job.phase(spark, "clean (recomputed hours)")
-        staged = _staged(spark, snap, staging, redo)
-        cand, rows = job.deduplicate(
-            staged.withColumn("_problem", F.lit(None).cast("string")), shape["partitions"], per_hour=True
-        )
-        cached.append(cand)
+        if done is None:
+            job.phase(spark, "clean (recomputed hours)")
+            done = deduplicate(redo)
+            cached.append(done[0])
+        cand, rows = done[0], done[1]
         for h in redo:
             snap["kept"][str(h)] = 0
         for r in rows:
@@ -545,8 +554,9 @@ def after_the_rest(staged, hw, wd, touched):
     and their old window partials') all come after every other hour's? Then no other hour overlaps
     or follows them, they alone are recomputed, and their first window chains to the device's last
     earlier one. hw: the touched days' hourly window partials; wd: the other days' window rollups.
-    One aggregate by device, one job. Returns (True, that last earlier window per device as
-    link()'s `before`, cached) or (False, None)."""
+    One aggregate by device. Returns (per device: that last earlier window (min_seq, _rec_last) as
+    link()'s `before` wants it, cached; a one-row DataFrame counting the devices where the answer is
+    no, `_clashes`), both still to be computed."""
     t = F.col("hour_ms").isin(*sorted(touched))
     none = F.lit(None).cast("long")
     rows = staged.select(
@@ -577,10 +587,7 @@ def after_the_rest(staged, hw, wd, touched):
         F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
     )
     per = per.persist(job.CACHE)
-    if per.filter(F.col("hi") >= F.col("lo")).agg(F.count(F.lit(1))).first()[0]:
-        per.unpersist()
-        return False, None
-    return True, per
+    return per, per.filter(F.col("hi") >= F.col("lo")).agg(F.count(F.lit(1)).alias("_clashes"))
 
 
 def before_them(days, links, mine, hours):

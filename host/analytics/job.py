@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
+from pyspark.sql import Row
+from pyspark.sql import functions as F
 
 from fleetwire.host.analytics import landing, metrics, session, storage
 from fleetwire.host.analytics import schema as S
@@ -113,19 +115,32 @@ def scan(store, cfg, p, since_ms):
     return files, unreadable, size
 
 
-def deduplicate(classified, parts, per_hour=False):
-    """The deduplicated records, cached and counted: (DataFrame, stats rows)."""
+def deduplicate(classified, parts, per_hour=False, also=None):
+    """The deduplicated records, cached and counted: (DataFrame, metrics.stats rows), and with `also`
+    (a small DataFrame, collected in the same Spark job as the counts) its rows as well."""
     cand = metrics.dedup(classified, parts).persist(CACHE)
     try:
-        rows = metrics.stats(cand, per_hour)
+        rows, *more = collect_together(metrics.stats(cand, per_hour), *([also] if also is not None else []))
         if sum(r["conflicts"] for r in rows):  # deliveries of one record that disagree: exact path
             cand.unpersist()
             cand = metrics.dedup_exact(classified, parts).persist(CACHE)
-            rows = metrics.stats(cand, per_hour)
+            rows = metrics.stats(cand, per_hour).collect()
     except BaseException:
         cand.unpersist()
         raise
-    return cand, rows
+    return (cand, rows, *more)
+
+
+def collect_together(*dfs):
+    """The rows of each of some small DataFrames, collected in one Spark job: their stages run side
+    by side, and a job's fixed cost (planning, scheduling, a cold JVM's compiling) is paid once."""
+    if len(dfs) == 1:
+        return [dfs[0].collect()]
+    both = dfs[0].withColumn("_df", F.lit(0))
+    for i, df in enumerate(dfs[1:], 1):
+        both = both.unionByName(df.withColumn("_df", F.lit(i)), allowMissingColumns=True)
+    got = both.collect()
+    return [[Row(**{c: r[c] for c in df.columns}) for r in got if r["_df"] == i] for i, df in enumerate(dfs)]
 
 
 def quality(rows, files, unreadable, vanished):

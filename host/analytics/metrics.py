@@ -100,9 +100,9 @@ def dedup_exact(classified, partitions=None):
 
 
 def stats(deduped, per_hour=False):
-    """The one pass over the deduplicated records before the tables (it also fills the cache): per
-    _problem (and UTC hour of ts, `hour_ms`), delivered records (`n`), distinct keys (`kept`), keys
-    with disagreeing deliveries (`conflicts`) and the ts range (`ts_min`, `ts_max`)."""
+    """The one pass over the deduplicated records before the tables (it also fills the cache), to
+    collect: per _problem (and UTC hour of ts, `hour_ms`), delivered records (`n`), distinct keys
+    (`kept`), keys with disagreeing deliveries (`conflicts`) and the ts range (`ts_min`, `ts_max`)."""
     by = ["_problem"] + (["hour_ms"] if per_hour else [])
     per_key = deduped.groupBy(*KEY, "_problem").agg(
         F.sum("copies").alias("n"),
@@ -112,16 +112,12 @@ def stats(deduped, per_hour=False):
     )
     if per_hour:  # copies of a record share its ts, so a key's hour is its first copy's
         per_key = per_key.withColumn("hour_ms", F.col("ts_min") - F.pmod(F.col("ts_min"), F.lit(HOUR_MS)))
-    return (
-        per_key.groupBy(*by)
-        .agg(
-            F.sum("n").alias("n"),
-            F.count(F.lit(1)).alias("kept"),
-            F.sum(F.when(F.col("variants") > 1, 1).otherwise(0)).alias("conflicts"),
-            F.min("ts_min").alias("ts_min"),
-            F.max("ts_max").alias("ts_max"),
-        )
-        .collect()
+    return per_key.groupBy(*by).agg(
+        F.sum("n").alias("n"),
+        F.count(F.lit(1)).alias("kept"),
+        F.sum(F.when(F.col("variants") > 1, 1).otherwise(0)).alias("conflicts"),
+        F.min("ts_min").alias("ts_min"),
+        F.max("ts_max").alias("ts_max"),
     )
 
 
