@@ -136,25 +136,41 @@ def month(spark, tmp_path_factory):
     first = run(base / "out", incremental=True)
     before = partitions(base / "out")
     generator.write_landing(new, str(base / "landing"))
+    since = len(job_phases(spark))
     second = run(base / "out", incremental=True)
+    phases = job_phases(spark)[since:]
     after = partitions(base / "out")
     run(base / "batch")
-    return base, old, new, first, second, before, after
+    return base, old, new, first, second, before, after, phases
+
+
+def job_phases(spark):
+    """What each Spark job this session ran was described as (the job names its phases), in order."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    found = sorted((jobs.apply(i).jobId(), jobs.apply(i).description()) for i in range(jobs.size()))
+    return [d.get().replace("fleetwire report: ", "") if d.isDefined() else None for _, d in found]
 
 
 def test_thirty_days_then_one_hour_more_equal_a_batch_run_over_everything(month):
-    base, old, new, first, second, _, _ = month
+    base, old, new, first, second, _, _, _ = month
     assert first.new_files == 30 * 24 and second.new_files == 1
     assert second.new_records == len(new)
     same_tables(base / "out", base / "batch")
 
 
 def test_the_hour_more_rewrote_only_the_partitions_of_its_records(month):
-    base, old, new, _, second, before, after = month
+    base, old, new, _, second, before, after, _ = month
     changed = {k for k in after if before.get(k) != after[k]}
     assert changed == {(t, h) for t in ("clean", "device_window") for h in ts_hours(new)}
     assert len(before) == 2 * len(ts_hours(old))  # nothing else was added or dropped
     assert set(before) - set(after) == set()
+
+
+def test_the_hour_more_found_it_needs_no_other_hour_in_the_job_that_deduplicates_it(month):
+    # every device's new seqs come after its old ones: checked beside the deduplication's counts
+    phases = month[7]
+    assert "hours to recompute" not in phases
+    assert phases.count("clean (recomputed hours)") == 2  # the counts with the check; the write
 
 
 def test_a_run_with_nothing_new_starts_no_spark_job(month, spark):
@@ -178,7 +194,7 @@ def test_a_run_with_nothing_new_starts_no_spark_job(month, spark):
     assert r.quality["clean_records"] == month[4].quality["clean_records"]
 
 
-def test_a_late_file_recomputes_its_hours_and_the_windows_that_chain_to_them(run_job, tmp_path):
+def test_a_late_file_recomputes_its_hours_and_the_windows_that_chain_to_them(run_job, spark, tmp_path):
     df = generator.generate(devices=12, hours=4, seed=17)
     t0 = generator.parse_time(generator.DEFAULT_START)
     late = df[(df.rx_ts >= t0 + 3600_000) & (df.rx_ts < t0 + 2 * 3600_000)]
@@ -187,7 +203,10 @@ def test_a_late_file_recomputes_its_hours_and_the_windows_that_chain_to_them(run
     run_job(landing, out, incremental=True)
     before = partitions(out)
     generator.write_landing(late, str(landing))  # hour 01's file lands last
+    since = len(job_phases(spark))
     r, _ = run_job(landing, out, incremental=True)
+    # its seqs come before the later hours': which hours to recompute takes queries of their own
+    assert "hours to recompute" in job_phases(spark)[since:]
     after = partitions(out)
     changed = {k for k in after if before.get(k) != after[k]}
     own = ts_hours(late)
