@@ -340,7 +340,7 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
         shape = session.tune(spark, records * session.BYTES_PER_RECORD["parquet"], "parquet", cfg.partitions)
         job.phase(spark, "hours to recompute")
         known = sorted(d for d in snap["state"] if d != TOTAL)
-        redo, follow, before, done = set(touched), set(), None, None
+        redo, follow, before, cand = set(touched), set(), None, None
 
         def deduplicate(hours, also=None):  # every run's staged records of those hours
             staged = _staged(spark, snap, staging, hours).withColumn("_problem", F.lit(None).cast("string"))
@@ -358,13 +358,13 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             cached.append(last)
             # the usual case assumed: the touched hours deduplicated in the job that checks it
             job.phase(spark, "clean (recomputed hours)")
-            done = deduplicate(touched, also=clashes)
-            cached.append(done[0])
-            if not done[2][0]["_clashes"]:
+            cand, rows, (check,) = deduplicate(touched, also=clashes)
+            cached.append(cand)
+            if not check["_clashes"]:
                 before = last.filter(F.col("min_seq").isNotNull()).select("device_id", "min_seq", "_rec_last")
             else:
-                done[0].unpersist()
-                done = None
+                cand.unpersist()
+                cand = None
                 job.phase(spark, "hours to recompute")
                 # a clock or a seq counter went back: which hours overlap or follow theirs, from
                 # each hour's and each day's window links (kept: the queries below read them again)
@@ -393,11 +393,10 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
 
         # clean: every hour to recompute, from every run's staged records of it (deliveries of one
         # (device_id, seq) in different hours meet here: their hours' seq ranges overlap)
-        if done is None:
+        if cand is None:
             job.phase(spark, "clean (recomputed hours)")
-            done = deduplicate(redo)
-            cached.append(done[0])
-        cand, rows = done[0], done[1]
+            cand, rows = deduplicate(redo)
+            cached.append(cand)
         for h in redo:
             snap["kept"][str(h)] = 0
         for r in rows:

@@ -133,7 +133,8 @@ def deduplicate(classified, parts, per_hour=False, also=None):
 
 def collect_together(*dfs):
     """The rows of each of some small DataFrames, collected in one Spark job: their stages run side
-    by side, and a job's fixed cost (planning, scheduling, a cold JVM's compiling) is paid once."""
+    by side, and a job's fixed cost (planning, scheduling, a cold JVM's compiling) is paid once.
+    Columns of one name must have one type in all of them."""
     if len(dfs) == 1:
         return [dfs[0].collect()]
     both = dfs[0].withColumn("_df", F.lit(0))
