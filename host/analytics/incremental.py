@@ -342,8 +342,8 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
         known = sorted(d for d in snap["state"] if d != TOTAL)
         redo, follow, before, cand = set(touched), set(), None, None
 
-        def deduplicate(hours, also=None):  # every run's staged records of those hours
-            staged = _staged(spark, snap, staging, hours).withColumn("_problem", F.lit(None).cast("string"))
+        def deduplicate(staged, also=()):  # staged records, all valid
+            staged = staged.withColumn("_problem", F.lit(None).cast("string"))
             return job.deduplicate(staged, shape["partitions"], per_hour=True, also=also)
 
         if known:
@@ -358,7 +358,7 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             cached.append(last)
             # the usual case assumed: the touched hours deduplicated in the job that checks it
             job.phase(spark, "clean (recomputed hours)")
-            cand, rows, (check,) = deduplicate(touched, also=clashes)
+            cand, rows, (check,) = deduplicate(staged_t, also=[clashes])
             cached.append(cand)
             if not check["_clashes"]:
                 before = last.filter(F.col("min_seq").isNotNull()).select("device_id", "min_seq", "_rec_last")
@@ -395,7 +395,7 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
         # (device_id, seq) in different hours meet here: their hours' seq ranges overlap)
         if cand is None:
             job.phase(spark, "clean (recomputed hours)")
-            cand, rows = deduplicate(redo)
+            cand, rows = deduplicate(_staged(spark, snap, staging, redo))
             cached.append(cand)
         for h in redo:
             snap["kept"][str(h)] = 0

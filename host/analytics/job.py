@@ -115,12 +115,12 @@ def scan(store, cfg, p, since_ms):
     return files, unreadable, size
 
 
-def deduplicate(classified, parts, per_hour=False, also=None):
-    """The deduplicated records, cached and counted: (DataFrame, metrics.stats rows), and with `also`
-    (a small DataFrame, collected in the same Spark job as the counts) its rows as well."""
+def deduplicate(classified, parts, per_hour=False, also=()):
+    """The deduplicated records, cached and counted: (DataFrame, metrics.stats rows), then the rows of
+    each DataFrame in `also` (small ones, collected in the same Spark job as the counts)."""
     cand = metrics.dedup(classified, parts).persist(CACHE)
     try:
-        rows, *more = collect_together(metrics.stats(cand, per_hour), *([also] if also is not None else []))
+        rows, *more = collect_together(metrics.stats(cand, per_hour), *also)
         if sum(r["conflicts"] for r in rows):  # deliveries of one record that disagree: exact path
             cand.unpersist()
             cand = metrics.dedup_exact(classified, parts).persist(CACHE)

@@ -1,6 +1,8 @@
 """--incremental: each run reads only the files it has not seen, every record counts exactly once,
 and a run that dies is finished by the next."""
 
+from collections import namedtuple
+
 import pandas as pd
 import pytest
 
@@ -141,7 +143,12 @@ def month(spark, tmp_path_factory):
     phases = job_phases(spark)[since:]
     after = partitions(base / "out")
     run(base / "batch")
-    return base, old, new, first, second, before, after, phases
+    return Month(base, old, new, first, second, before, after, phases)
+
+
+# the month fixture: its directory, the 30 days' and the hour's records, both runs' results, the
+# partitions before and after the hour, and the phases of the hour's Spark jobs
+Month = namedtuple("Month", "base old new first second before after phases")
 
 
 def job_phases(spark):
@@ -168,7 +175,7 @@ def test_the_hour_more_rewrote_only_the_partitions_of_its_records(month):
 
 def test_the_hour_more_found_it_needs_no_other_hour_in_the_job_that_deduplicates_it(month):
     # every device's new seqs come after its old ones: checked beside the deduplication's counts
-    phases = month[7]
+    phases = month.phases
     assert "hours to recompute" not in phases
     assert phases.count("clean (recomputed hours)") == 2  # the counts with the check; the write
 
@@ -176,7 +183,7 @@ def test_the_hour_more_found_it_needs_no_other_hour_in_the_job_that_deduplicates
 def test_a_run_with_nothing_new_starts_no_spark_job(month, spark):
     from fleetwire.host.analytics import job
 
-    base = month[0]
+    base = month.base
     tracker = spark.sparkContext.statusTracker()
     jobs = len(tracker.getJobIdsForGroup(None))
     r = job.run(
@@ -191,7 +198,7 @@ def test_a_run_with_nothing_new_starts_no_spark_job(month, spark):
     )
     assert (r.new_files, r.new_records) == (0, 0)
     assert len(tracker.getJobIdsForGroup(None)) == jobs
-    assert r.quality["clean_records"] == month[4].quality["clean_records"]
+    assert r.quality["clean_records"] == month.second.quality["clean_records"]
 
 
 def test_a_late_file_recomputes_its_hours_and_the_windows_that_chain_to_them(run_job, spark, tmp_path):
@@ -223,7 +230,7 @@ def test_a_landing_zone_moved_elsewhere_keeps_its_files_seen(month, spark, tmp_p
     import shutil
     from fleetwire.host.analytics import job
 
-    base = month[0]
+    base = month.base
     moved = tmp_path / "moved"
     shutil.copytree(base / "landing", moved)
     r = job.run(
