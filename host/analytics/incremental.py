@@ -16,12 +16,14 @@ A run (number N) goes through three steps, each safe to repeat if the process di
                       (metrics.merge_windows, merge_records, hour_counts, fleet_hourly: a few rows
                       per device, the five in one kind=rollup); in OUT/_state/run=N/date=total,
                       the histograms' total over every hour (the last total, minus the recomputed
-                      hours' old counts, plus their new ones). Every other day's state stays
-                      where an earlier run wrote it: a run writes what its hours change, not the
-                      history. It reads the touched days' hourly partials, the other days' window
-                      rollups (which hours chain to the touched ones), and every day's rollups and
-                      the total, which device_health, firmware_cohort, outliers, the report and
-                      quality.json are merged from
+                      hours' old counts, plus their new ones) and every day's window links (per
+                      device, its seq range and last window: the last links, the touched days'
+                      made anew). Every other day's state stays where an earlier run wrote it: a
+                      run writes what its hours change, not the history. It reads the touched
+                      days' hourly partials, the other days' window links (which hours chain to
+                      the touched ones), and every day's rollups and the total, which
+                      device_health, firmware_cohort, outliers, the report and quality.json are
+                      merged from
   3. commit: CHECKPOINT/state-N.json (files seen, counts, which run holds each date's partials
      and the total). Until then the last commit's state is untouched (run N writes only under
      run=N), so a run that dies leaves it usable.
@@ -37,7 +39,7 @@ from pyspark.sql.types import StructType
 from fleetwire.host.analytics import job, landing, metrics, session, storage
 from fleetwire.host.analytics import schema as S
 
-VERSION = 4
+VERSION = 5
 DAY_MS = 24 * metrics.HOUR_MS
 TOTAL = "total"  # the state's "date" that holds the histograms' total over every hour
 HOURLY = ["window", "record", "histogram"]  # the state's hourly partials, kept per date
@@ -139,6 +141,12 @@ def _day(hour_ms):
     import datetime as dt
 
     return dt.datetime.fromtimestamp(int(hour_ms) // 1000, dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def _day_ms(day):
+    import datetime as dt
+
+    return int(dt.datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=dt.timezone.utc).timestamp()) * 1000
 
 
 def _hour_dir(hour_ms):
@@ -353,8 +361,8 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             near = sorted({_day(h) for h in touched} & set(known))
             far = sorted(set(known) - set(near))
             hw = _read_kinds(spark, snap, _state_paths(p, snap, near), ["window"]) if near else None
-            wd = _read_kinds(spark, snap, _state_paths(p, snap, far), ["wday"]) if far else None
-            last, clashes = after_the_rest(staged_t, hw, wd, touched)
+            day_links = _day_links(spark, p, snap, near) if far else None
+            last, clashes = after_the_rest(staged_t, hw, day_links, touched)
             cached.append(last)
             # the usual case assumed: the touched hours deduplicated in the job that checks it
             job.phase(spark, "clean (recomputed hours)")
@@ -368,7 +376,6 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
                 job.phase(spark, "hours to recompute")
                 # a clock or a seq counter went back: which hours overlap or follow theirs, from
                 # each hour's and each day's window links (kept: the queries below read them again)
-                day_links = _links(wd) if far else None
                 links = day_links
                 if hw is not None:
                     links = _links(hw) if links is None else _links(hw).unionByName(links)
@@ -540,6 +547,13 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
         few(total).groupBy("fw_version", "metric", "value").agg(F.sum("n").alias("n")).filter(F.col("n") != 0)
     )
     parts.append(total.withColumns({"kind": F.lit("total"), "_kind": F.lit("total"), "date": F.lit(TOTAL)}))
+    # every day's window links (its seq range and last window per device) in one small file: what
+    # the next run's check reads, instead of every day's rollups
+    links = _links(kinds["wday"])
+    if TOTAL in snap["state"]:
+        links = _day_links(spark, p, snap, days).unionByName(links)
+    links = few(links).withColumns({"kind": F.lit("links"), "_kind": F.lit("links"), "date": F.lit(TOTAL)})
+    parts.append(links)
     state = parts[0]
     for part in parts[1:]:
         state = state.unionByName(part, allowMissingColumns=True)
@@ -548,11 +562,11 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
     return state, cols
 
 
-def after_the_rest(staged, hw, wd, touched):
+def after_the_rest(staged, hw, days, touched):
     """The usual run's check: on every device, do the touched hours' seqs (their staged records',
     and their old window partials') all come after every other hour's? Then no other hour overlaps
     or follows them, they alone are recomputed, and their first window chains to the device's last
-    earlier one. hw: the touched days' hourly window partials; wd: the other days' window rollups.
+    earlier one. hw: the touched days' hourly window partials; days: the other days' window links.
     One aggregate by device. Returns (per device: that last earlier window (min_seq, _rec_last) as
     link()'s `before` wants it, cached; a one-row DataFrame counting the devices where the answer is
     no, `_clashes`), both still to be computed."""
@@ -575,9 +589,15 @@ def after_the_rest(staged, hw, wd, touched):
                 F.when(~t, F.col("last_rec")).alias("last_rec"),
             )
         )
-    if wd is not None:
+    if days is not None:
         rows = rows.unionByName(
-            wd.select("device_id", F.col("max_seq").alias("hi"), none.alias("lo"), "last_min_seq", "last_rec")
+            days.select(
+                "device_id",
+                F.col("last").alias("hi"),
+                none.alias("lo"),
+                F.col("min_seq").alias("last_min_seq"),
+                F.col("_rec_last").alias("last_rec"),
+            )
         )
     per = rows.groupBy("device_id").agg(
         F.max("hi").alias("hi"),
@@ -587,6 +607,13 @@ def after_the_rest(staged, hw, wd, touched):
     )
     per = per.persist(job.CACHE)
     return per, per.filter(F.col("hi") >= F.col("lo")).agg(F.count(F.lit(1)).alias("_clashes"))
+
+
+def _day_links(spark, p, snap, but):
+    """Every day's window links (as _links gives them from its rollups) but those of the dates `but`,
+    from the one file that holds them all."""
+    df = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ["links"])
+    return df.filter(~F.col("hour_ms").isin(*[_day_ms(d) for d in sorted(but)])).select(*LINKS)
 
 
 def before_them(days, links, mine, hours):
@@ -600,6 +627,9 @@ def before_them(days, links, mine, hours):
     low = ours.groupBy("device_id").agg(F.min("first").alias("_low"))
     clash = days.join(low, "device_id").filter(F.col("last") >= F.col("_low"))
     return not clash.agg(F.count(F.lit(1))).first()[0]  # one job (limit(1) may take several)
+
+
+LINKS = ["device_id", "hour_ms", "first", "last", "min_seq", "_rec_last"]
 
 
 def _links(hw):

@@ -1,7 +1,7 @@
 """--incremental: each run reads only the files it has not seen, every record counts exactly once,
 and a run that dies is finished by the next."""
 
-from collections import namedtuple
+from collections import Counter, namedtuple
 
 import pandas as pd
 import pytest
@@ -138,17 +138,20 @@ def month(spark, tmp_path_factory):
     first = run(base / "out", incremental=True)
     before = partitions(base / "out")
     generator.write_landing(new, str(base / "landing"))
-    since = len(job_phases(spark))
+    since, since_stage = len(job_phases(spark)), len(stage_reads(spark))
     second = run(base / "out", incremental=True)
     phases = job_phases(spark)[since:]
+    reads = Counter()
+    for phase, n in stage_reads(spark)[since_stage:]:
+        reads[phase] += n
     after = partitions(base / "out")
     run(base / "batch")
-    return Month(base, old, new, first, second, before, after, phases)
+    return Month(base, old, new, first, second, before, after, phases, reads)
 
 
 # the month fixture: its directory, the 30 days' and the hour's records, both runs' results, the
 # partitions before and after the hour, and the phases of the hour's Spark jobs
-Month = namedtuple("Month", "base old new first second before after phases")
+Month = namedtuple("Month", "base old new first second before after phases reads")
 
 
 def job_phases(spark):
@@ -158,15 +161,32 @@ def job_phases(spark):
     return [d.get().replace("fleetwire report: ", "") if d.isDefined() else None for _, d in found]
 
 
+def stage_reads(spark):
+    """Per stage this session ran, in order: (its job's phase, the records it read from files)."""
+    sc = spark.sparkContext
+    gw = sc._gateway
+    stages = sc._jsc.sc().statusStore().stageList(None, False, False, gw.new_array(gw.jvm.double, 0), None)
+    found = sorted(
+        (s.stageId(), s.description().get() if s.description().isDefined() else "", s.inputRecords())
+        for s in (stages.apply(i) for i in range(stages.size()))
+    )
+    return [(d.replace("fleetwire report: ", ""), n) for _, d, n in found]
+
+
+def state_rows(out, date, kind):
+    files = list(out.glob("_state/run=*/date=%s/kind=%s/*.parquet" % (date, kind)))
+    return sum(len(pd.read_parquet(f)) for f in files)
+
+
 def test_thirty_days_then_one_hour_more_equal_a_batch_run_over_everything(month):
-    base, old, new, first, second, _, _, _ = month
+    base, old, new, first, second = month[:5]
     assert first.new_files == 30 * 24 and second.new_files == 1
     assert second.new_records == len(new)
     same_tables(base / "out", base / "batch")
 
 
 def test_the_hour_more_rewrote_only_the_partitions_of_its_records(month):
-    base, old, new, _, second, before, after, _ = month
+    base, old, new, _, second, before, after = month[:7]
     changed = {k for k in after if before.get(k) != after[k]}
     assert changed == {(t, h) for t in ("clean", "device_window") for h in ts_hours(new)}
     assert len(before) == 2 * len(ts_hours(old))  # nothing else was added or dropped
@@ -178,6 +198,16 @@ def test_the_hour_more_found_it_needs_no_other_hour_in_the_job_that_deduplicates
     phases = month.phases
     assert "hours to recompute" not in phases
     assert phases.count("clean (recomputed hours)") == 2  # the counts with the check; the write
+
+
+def test_the_hour_more_checked_its_order_against_one_row_per_device_and_day_not_every_rollup(month):
+    # besides the hour's staged records (twice: for the check and for the deduplication), the check
+    # reads the hour's day's hourly window partials and every day's window links: at most as many
+    # rows as the state holds of them after the hour
+    (day,) = {h[len("date=") : len("date=yyyy-mm-dd")] for h in ts_hours(month.new)}
+    links, near = (state_rows(month.base / "out", d, k) for d, k in (("total", "links"), (day, "window")))
+    assert month.reads["clean (recomputed hours)"] <= 2 * month.second.new_records + links + near
+    assert links + near < state_rows(month.base / "out", "*", "rollup") / 4  # what it read before
 
 
 def test_a_run_with_nothing_new_starts_no_spark_job(month, spark):
