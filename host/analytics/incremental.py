@@ -13,17 +13,20 @@ A run (number N) goes through three steps, each safe to repeat if the process di
        state          in OUT/_state/run=N/date=D/kind=K, each touched day's hourly partials
                       (metrics.hour_windows, hour_records, histogram; the recomputed hours' rows
                       in place of the old ones) and its rollups made anew from them
-                      (metrics.merge_windows, merge_records, hour_counts, fleet_hourly: a few rows
-                      per device, the five in one kind=rollup); in OUT/_state/run=N/date=total,
-                      the histograms' total over every hour (the last total, minus the recomputed
-                      hours' old counts, plus their new ones) and every day's window links (per
-                      device, its seq range and last window: the last links, the touched days'
-                      made anew). Every other day's state stays where an earlier run wrote it: a
-                      run writes what its hours change, not the history. It reads the touched
-                      days' hourly partials, the other days' window links (which hours chain to
-                      the touched ones), and every day's rollups and the total, which
-                      device_health, firmware_cohort, outliers, the report and quality.json are
-                      merged from
+                      (metrics.merge_windows, hour_counts, fleet_hourly: a few rows per device,
+                      the four in one kind=rollup; merge_records per boot, kind=rday); in
+                      OUT/_state/run=N/date=total, the histograms' total over every hour (the last
+                      total, minus the recomputed hours' old counts, plus their new ones), every
+                      day's window links (per device, its seq range and last window: the last
+                      links, the touched days' made anew) and the boots summed up to the edge, the
+                      day before the last (carried over when the edge moves; made anew from every
+                      day's per-boot rows when a run's hours reach before the last edge or bring a
+                      boot_id already summed up). Every other day's state stays where an earlier
+                      run wrote it: a run writes what its hours change, not the history. It reads
+                      the touched days' hourly partials, the other days' window links (which hours
+                      chain to the touched ones), every day's rollups, the total and the per-boot
+                      rows since the edge, which device_health, firmware_cohort, outliers, the
+                      report and quality.json are merged from
   3. commit: CHECKPOINT/state-N.json (files seen, counts, which run holds each date's partials
      and the total). Until then the last commit's state is untouched (run N writes only under
      run=N), so a run that dies leaves it usable.
@@ -33,6 +36,7 @@ no Spark job.
 
 import json
 
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -43,10 +47,17 @@ VERSION = 5
 DAY_MS = 24 * metrics.HOUR_MS
 TOTAL = "total"  # the state's "date" that holds the histograms' total over every hour
 HOURLY = ["window", "record", "histogram"]  # the state's hourly partials, kept per date
-ROLLUPS = ["wday", "rday", "fwh", "devh", "fleet"]  # per day, what the tables merge from
+ROLLUPS = ["wday", "fwh", "devh", "fleet"]  # per day, what the tables merge from
 # The rollups of a day are kept in one directory (kind=rollup): every run reads all of them, from
-# one small file a day instead of five (a month: 32 files, not 156)
+# one small file a day instead of four (a month: 32 files, not 125). A day's per-boot records
+# (kind=rday) are read only when the boots' figures are made anew
 ROLLUP = "rollup"
+# in date=TOTAL, besides the histograms' total (kind=total) and every day's window links
+# (kind=links), the boots by the state's last day: the figures over the days before it of each boot
+# seen on it or highest on its device, as merge_records rows (kind=bbase), and per device the sums
+# over the other boots and their highest boot_id (kind=bdev)
+BOOT = ["device_id", "boot_id", "records", "unexpected_resets", "crashed", "hn", "hu", "hh", "huh", "huu"]
+BDEV = ["device_id", "_boots", "_sxy", "_sxx", "_top"]
 
 
 def _kind_dir(kind):
@@ -348,7 +359,7 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
         shape = session.tune(spark, records * session.BYTES_PER_RECORD["parquet"], "parquet", cfg.partitions)
         job.phase(spark, "hours to recompute")
         known = sorted(d for d in snap["state"] if d != TOTAL)
-        redo, follow, before, cand = set(touched), set(), None, None
+        redo, follow, before, cand, boots_anew = set(touched), set(), None, None, True
 
         def deduplicate(staged, also=()):  # staged records, all valid
             staged = staged.withColumn("_problem", F.lit(None).cast("string"))
@@ -362,7 +373,8 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             far = sorted(set(known) - set(near))
             hw = _read_kinds(spark, snap, _state_paths(p, snap, near), ["window"]) if near else None
             day_links = _day_links(spark, p, snap, near) if far else None
-            last, clashes = after_the_rest(staged_t, hw, day_links, touched)
+            closed = _total(spark, p, snap, "bdev")
+            last, clashes = after_the_rest(staged_t, hw, day_links, closed, touched)
             cached.append(last)
             # the usual case assumed: the touched hours deduplicated in the job that checks it
             job.phase(spark, "clean (recomputed hours)")
@@ -370,6 +382,8 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             cached.append(cand)
             if not check["_clashes"]:
                 before = last.filter(F.col("min_seq").isNotNull()).select("device_id", "min_seq", "_rec_last")
+                # and no new boot_id is one of the boots the state has summed up
+                boots_anew = check["_older_boots"] > 0
             else:
                 cand.unpersist()
                 cand = None
@@ -439,7 +453,9 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
         # an hour's records or so: the state of their days is a few rows per device and hour, made
         # in one task without a shuffle (six shuffles of a few thousand rows cost more than it)
         one = shape["small"]
-        state, cols = new_state(spark, p, snap, days, redo, windows, win, clean, cached, shape["cores"], one)
+        state, cols = new_state(
+            spark, p, snap, days, redo, windows, win, clean, cached, shape["cores"], one, boots_anew
+        )
         job.write(
             state,
             storage.join(p.out, "_state", "run=%d" % n),
@@ -454,16 +470,27 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
         # the tables, from every day's rollups and the histograms' total, as written (small files:
         # a plain scan, where the write's plan would make every query on it costly to plan)
         job.phase(spark, "merge the days")
-        # partitioned by device: device_health groups and joins within those partitions
-        st = _read_kinds(spark, snap, _state_paths(p, snap), ROLLUPS + ["total"])
+        # partitioned by device: device_health groups and joins within those partitions. The boots
+        # seen since the edge: their figures before it, merged with their records since
+        st = _read_kinds(spark, snap, _state_paths(p, snap), ROLLUPS + ["total", "bbase", "bdev"])
+        edge = _day_before(_last_day(snap))
+        since = [d for d in snap["state"] if d != TOTAL and d >= edge]
+        st = st.unionByName(_read_kinds(spark, snap, _state_paths(p, snap, since), ["rday"]))
         st = st.repartition(max(1, shape["cores"]), "device_id").persist(job.CACHE)
         cached.append(st)
 
         def kind(k):
             return st.filter(F.col("_kind") == k).select(*cols[k])
 
+        seen = metrics.merge_records(kind("bbase").unionByName(kind("rday")), ["device_id", "boot_id"])
+        boots = (
+            metrics.boot_moments(seen)
+            .unionByName(kind("bdev").select(*BDEV[:4]))
+            .groupBy("device_id")
+            .agg(*[F.sum(c).alias(c) for c in BDEV[1:4]])
+        )
         parts = job.Partials(
-            kind("wday"), kind("rday"), kind("total"), kind("fwh"), kind("devh"), kind("fleet")
+            kind("wday"), None, kind("total"), kind("fwh"), kind("devh"), kind("fleet"), boots=boots
         )
         first_hour = snap["ts_min"] - snap["ts_min"] % metrics.HOUR_MS
         report_path = job.finish(spark, store, cfg, p, parts, q, snap["ts_max"], first_hour)
@@ -473,12 +500,15 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             df.unpersist()
 
 
-def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, one=False):
+def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, one=False, boots_anew=True):
     """The state of the touched days (their hourly partials, the recomputed hours' rows in place of
-    the old, and the daily rollups made from them) and the histograms' new total: (one DataFrame
-    with `date` and `kind`, {kind: its columns}). Every other day's state stays as it is. one: the
-    inputs are brought into one partition (which every grouping then runs in, without a shuffle)
-    instead of n_parts by device."""
+    the old, and the daily rollups made from them), the histograms' new total, the days' window
+    links and the boots' figures: (one DataFrame with `date` and `kind`, {kind: its columns}). Every
+    other day's state stays as it is. one: the inputs are brought into one partition (which every
+    grouping then runs in, without a shuffle) instead of n_parts by device. boots_anew: the boots'
+    state made from every day's per-boot records (else from the last state's and the days since its
+    last day: only when none of the recomputed hours is before it and no new boot_id is one it has
+    summed up)."""
 
     def few(df):  # into the one partition, or left as it is
         return df.coalesce(1) if one else df
@@ -554,22 +584,102 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
         links = _day_links(spark, p, snap, days).unionByName(links)
     links = few(links).withColumns({"kind": F.lit("links"), "_kind": F.lit("links"), "date": F.lit(TOTAL)})
     parts.append(links)
+    # the boots, by the edge: the day before the last (an hour's file holds records of the hour
+    # before, and at midnight of the day before). Each device's boots seen since the edge and its
+    # highest boot before it (which may go on), with their figures over the days before the edge
+    # (merged with the per-boot records since when the tables are made); per device, the sums over
+    # the others, which no later day changes while no new boot_id is one of theirs
+    known = {d for d in snap["state"] if d != TOTAL}
+    prev = _last_day(snap)
+    edge = _day_before(max(days + ([prev] if prev else [])))
+    if boots_anew or prev is None or min(days) < _day_before(prev):
+        base = closed = None
+        before = sorted(known | set(days))
+    else:
+        tot = _total(spark, p, snap, "bbase", "bdev")
+        base = tot.filter(F.col("_kind") == "bbase").select(*BOOT)
+        closed = tot.filter(F.col("_kind") == "bdev").select(*BDEV)
+        before = sorted(d for d in known | set(days) if d >= _day_before(prev))
+    since = [d for d in before if d >= edge]
+    before = [d for d in before if d < edge]
+    if before:  # a new edge (or made anew): the boots summed up to it
+        rows = _rday(spark, p, snap, before, days, kinds["rday"]).select(*BOOT)
+        if base is not None:
+            rows = base.unionByName(rows)
+        per = metrics.merge_records(few(rows), ["device_id", "boot_id"])
+        seen = _rday(spark, p, snap, since, days, kinds["rday"]).select("device_id", "boot_id")
+        seen = few(seen.distinct().withColumn("_seen", F.lit(True)))
+        per = per.withColumn("_top", F.max("boot_id").over(Window.partitionBy("device_id")))
+        per = per.join(seen, ["device_id", "boot_id"], "left")
+        keep = (F.col("boot_id") == F.col("_top")) | F.col("_seen").isNotNull()
+        base = per.filter(keep).select(*BOOT)
+        gone = _summed(per.filter(~keep))
+        closed = gone if closed is None else _summed(gone.unionByName(closed), summed=True)
+    elif base is None:  # every record since the edge: nothing before it (empty, for the columns)
+        base = kinds["rday"].select(*BOOT).filter(F.lit(False))
+        closed = _summed(base)
+    for k, df in (("bbase", base), ("bdev", closed)):
+        parts.append(few(df).withColumns({"kind": F.lit(k), "_kind": F.lit(k), "date": F.lit(TOTAL)}))
     state = parts[0]
     for part in parts[1:]:
         state = state.unionByName(part, allowMissingColumns=True)
     cols = {k: df.columns for k, df in kinds.items()}
-    cols["total"] = hist_cols
+    cols.update(total=hist_cols, bbase=BOOT, bdev=BDEV, rday=BOOT)
     return state, cols
 
 
-def after_the_rest(staged, hw, days, touched):
+def _summed(rows, summed=False):
+    """Per device, the boots' count, sums of co-moments and highest boot_id (BDEV), from merge_records
+    rows by (device_id, boot_id), or from such sums (summed)."""
+    g = rows.groupBy("device_id")
+    if summed:
+        return g.agg(*[F.sum(c).alias(c) for c in BDEV[1:4]], F.max("_top").alias("_top"))
+    return g.agg(
+        F.count(F.lit(1)).alias("_boots"),
+        F.sum("huh").alias("_sxy"),
+        F.sum("huu").alias("_sxx"),
+        F.max("boot_id").alias("_top"),
+    )
+
+
+def _last_day(snap):
+    return max((d for d in snap["state"] if d != TOTAL), default=None)
+
+
+def _day_before(day):
+    import datetime as dt
+
+    return (dt.date.fromisoformat(day) - dt.timedelta(days=1)).isoformat()
+
+
+def _total(spark, p, snap, *kinds):
+    """Those kinds of the state's date=TOTAL (read beside its window links, which every state has:
+    a kind without rows has no directory)."""
+    df = _read_kinds(spark, snap, _state_paths(p, snap, [TOTAL]), ["links", *kinds])
+    return df.filter(F.col("_kind").isin(*kinds))
+
+
+def _rday(spark, p, snap, dates, fresh_dates, fresh):
+    """The per-boot records (kind rday) of those dates as this run leaves them: `fresh` for
+    fresh_dates, the committed state's for the others."""
+    new = [d for d in dates if d in fresh_dates]
+    old = [d for d in dates if d not in fresh_dates]
+    df = fresh.filter(_date().isin(*new)) if new else None
+    if old:
+        o = _read_kinds(spark, snap, _state_paths(p, snap, old), ["rday"]).select(*fresh.columns)
+        df = o if df is None else o.unionByName(df)
+    return df
+
+
+def after_the_rest(staged, hw, days, closed, touched):
     """The usual run's check: on every device, do the touched hours' seqs (their staged records',
     and their old window partials') all come after every other hour's? Then no other hour overlaps
     or follows them, they alone are recomputed, and their first window chains to the device's last
     earlier one. hw: the touched days' hourly window partials; days: the other days' window links.
+    And is none of their boot_ids one the state has summed up (closed: per device, their highest)?
     One aggregate by device. Returns (per device: that last earlier window (min_seq, _rec_last) as
     link()'s `before` wants it, cached; a one-row DataFrame counting the devices where the answer is
-    no, `_clashes`), both still to be computed."""
+    no, `_clashes`, and where a boot_id is summed up, `_older_boots`), both still to be computed."""
     t = F.col("hour_ms").isin(*sorted(touched))
     none = F.lit(None).cast("long")
     rows = staged.select(
@@ -578,7 +688,10 @@ def after_the_rest(staged, hw, days, touched):
         F.col("seq").cast("long").alias("lo"),
         none.alias("last_min_seq"),
         none.alias("last_rec"),
+        F.col("boot_id").cast("long").alias("boot"),
     )
+    # (the rows of each source have the columns it gives; the others are null)
+    rows = rows.unionByName(closed.select("device_id", F.col("_top").alias("last_boot")), True)
     if hw is not None:
         rows = rows.unionByName(
             hw.select(
@@ -587,7 +700,8 @@ def after_the_rest(staged, hw, days, touched):
                 F.when(t, F.col("min_seq")).alias("lo"),
                 F.when(~t, F.col("last_min_seq")).alias("last_min_seq"),
                 F.when(~t, F.col("last_rec")).alias("last_rec"),
-            )
+            ),
+            True,
         )
     if days is not None:
         rows = rows.unionByName(
@@ -597,16 +711,22 @@ def after_the_rest(staged, hw, days, touched):
                 none.alias("lo"),
                 F.col("min_seq").alias("last_min_seq"),
                 F.col("_rec_last").alias("last_rec"),
-            )
+            ),
+            True,
         )
     per = rows.groupBy("device_id").agg(
         F.max("hi").alias("hi"),
         F.min("lo").alias("lo"),
         F.max("last_min_seq").alias("min_seq"),
         F.max_by("last_rec", "last_min_seq").alias("_rec_last"),
+        F.min("boot").alias("boot"),
+        F.max("last_boot").alias("last_boot"),
     )
     per = per.persist(job.CACHE)
-    return per, per.filter(F.col("hi") >= F.col("lo")).agg(F.count(F.lit(1)).alias("_clashes"))
+    return per, per.agg(
+        F.count_if(F.col("hi") >= F.col("lo")).alias("_clashes"),
+        F.count_if(F.col("boot") <= F.col("last_boot")).alias("_older_boots"),
+    )
 
 
 def _day_links(spark, p, snap, but):

@@ -266,8 +266,8 @@ def batch(spark, store, cfg, p):
 class Partials:
     """What device_health, firmware_cohort, outliers and the report are merged from: hw
     (metrics.hour_windows or merge_windows rows), hr (hour_records or merge_records rows), hist
-    (metrics.histogram rows), and unless given, from hr and hw: the hour counts (metrics.hour_counts)
-    and the report's fleet_hourly."""
+    (metrics.histogram rows), and unless given, from hr and hw: the hour counts (metrics.hour_counts),
+    the report's fleet_hourly and the boots' figures (metrics.boot_moments; then hr may be None)."""
 
     hw: object
     hr: object
@@ -275,6 +275,7 @@ class Partials:
     fw_hours: object = None
     dev_hours: object = None
     fleet: object = None
+    boots: object = None
 
 
 def finish(spark, store, cfg, p, parts, q, newest_ts, first_hour_ms):
@@ -283,11 +284,15 @@ def finish(spark, store, cfg, p, parts, q, newest_ts, first_hour_ms):
     # the partials are small (a few rows per device and hour, or day) and each is read by
     # device_health and firmware_cohort (hr twice by device_health): kept, instead of aggregating
     # the records again
-    hw, hr = parts.hw.persist(CACHE), parts.hr.persist(CACHE)
-    fw_hours, dev_hours = parts.fw_hours, parts.dev_hours
+    hw, hr = parts.hw.persist(CACHE), parts.hr
+    fw_hours, dev_hours, boots = parts.fw_hours, parts.dev_hours, parts.boots
+    if fw_hours is None or boots is None:
+        hr = hr.persist(CACHE)
     if fw_hours is None:
         fw_hours, dev_hours = metrics.hour_counts(hr)
-    health = metrics.device_health(hw, hr, dev_hours, cfg.silent_after_s, newest_ts, first_hour_ms)
+    if boots is None:  # per boot, the partials' co-moments combined about the boot's means
+        boots = metrics.boot_moments(metrics.merge_records(hr, ["device_id", "boot_id"]))
+    health = metrics.device_health(hw, boots, dev_hours, cfg.silent_after_s, newest_ts, first_hour_ms)
     health = health.persist(CACHE)
     try:
         phase(spark, "device_health")
@@ -305,6 +310,7 @@ def finish(spark, store, cfg, p, parts, q, newest_ts, first_hour_ms):
             report_path = report.write(spark, store, p.out, fleet, parts.hist, q)
     finally:
         for df in (health, hr, hw):
-            df.unpersist()
+            if df is not None:
+                df.unpersist()
     store.write_text(storage.join(p.out, "quality.json"), json.dumps(q, indent=2, sort_keys=True))
     return report_path

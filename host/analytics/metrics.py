@@ -474,10 +474,18 @@ def hour_counts(hr, bucket_ms=None):
     return fw, dev
 
 
-def device_health(hw, hr, dev_hours, silent_after_s, newest_ts, first_hour_ms):
-    """device_health from the partials: hw (hour_windows or merge_windows rows), hr (hour_records or
-    merge_records rows), dev_hours (hour_counts()[1]). newest_ts: the newest ts in the data;
-    first_hour_ms: the first hour in it (the battery moments are shifted to it, hours since)."""
+def boot_moments(per_boot):
+    """From merge_records rows by (device_id, boot_id): per device, its boots (_boots) and the sums of
+    their co-moments of heap_free on uptime, each about its own boot's means (_sxy, _sxx)."""
+    return per_boot.groupBy("device_id").agg(
+        F.count(F.lit(1)).alias("_boots"), F.sum("huh").alias("_sxy"), F.sum("huu").alias("_sxx")
+    )
+
+
+def device_health(hw, boots, dev_hours, silent_after_s, newest_ts, first_hour_ms):
+    """device_health from the partials: hw (hour_windows or merge_windows rows), boots (boot_moments()),
+    dev_hours (hour_counts()[1]). newest_ts: the newest ts in the data; first_hour_ms: the first hour
+    in it (the battery moments are shifted to it, hours since)."""
     c = (F.col("hour_ms") - F.lit(int(first_hour_ms))) / float(HOUR_MS)
     n = F.col("vn")
     m = window_moments(n, c)
@@ -502,16 +510,10 @@ def device_health(hw, hr, dev_hours, silent_after_s, newest_ts, first_hour_ms):
     sxx = F.col("_stt") - F.col("_st") * F.col("_st") / F.col("_n")
     sxy = F.col("_stv") - F.col("_st") * F.col("_sv") / F.col("_n")
     d = d.withColumn("vbat_drop_per_hour", F.when((F.col("_n") > 1) & (sxx > 0), -sxy / sxx))
-    # per boot, the partials' co-moments combined about the boot's means
-    boot = (
-        merge_records(hr, ["device_id", "boot_id"])
-        .groupBy("device_id")
-        .agg(F.count(F.lit(1)).alias("_boots"), F.sum("huh").alias("_sxy"), F.sum("huu").alias("_sxx"))
-    )
     hrs = dev_hours.groupBy("device_id").agg(
         F.sum("active_hours").alias("active_hours"), F.sum("crash_free_hours").alias("crash_free_hours")
     )
-    d = d.join(boot, "device_id").join(hrs, "device_id")
+    d = d.join(boots, "device_id").join(hrs, "device_id")
     expected = F.round((F.col("last_ts") - F.col("first_ts")) / (F.col("period_s") * 1000.0)) + 1
     return d.select(
         "device_id",

@@ -210,6 +210,51 @@ def test_the_hour_more_checked_its_order_against_one_row_per_device_and_day_not_
     assert links + near < state_rows(month.base / "out", "*", "rollup") / 4  # what it read before
 
 
+def test_the_hour_more_read_the_per_boot_records_of_its_last_days_only(month):
+    # the boots before the edge (the day before the last) are kept summed up per device: neither
+    # the state of the touched days nor the tables read every day's per-boot records (kind=rday)
+    out = month.base / "out"
+    rday = out.glob("_state/run=*/date=*/kind=rday/*")
+    dates = sorted({f.parent.parent.name[len("date=") :] for f in rday})
+    every, recent = state_rows(out, "*", "rday"), sum(state_rows(out, d, "rday") for d in dates[-3:])
+    total = state_rows(out, "total", "*")
+    touched = {h[len("date=") : len("date=yyyy-mm-dd")] for h in ts_hours(month.new)}
+    hourly = sum(state_rows(out, d, k) for d in touched for k in ("window", "record", "histogram"))
+    assert month.reads["state of the touched days"] <= hourly + total + recent
+    assert month.reads["device_health"] <= state_rows(out, "*", "rollup") + total + recent
+    assert hourly + total + recent < every / 2  # what reading every day's would have been
+
+
+def test_a_boot_id_that_went_back_counts_as_a_batch_run_counts_it(run_job, tmp_path):
+    """A board whose flash was wiped starts its boot counter again: its new boot_id is one it had
+    before, and its boots are made anew from every day's per-boot records, as a batch run merges
+    them (by device and boot_id)."""
+    df = generator.generate(devices=3, hours=3 * 24 + 2, seed=29)
+    cut = generator.parse_time(generator.DEFAULT_START) + 3 * 24 * 3600_000
+    old, new = df[df.rx_ts < cut], df[df.rx_ts >= cut].copy()
+    dev = new.device_id.iloc[0]
+    new.loc[new.device_id == dev, "boot_id"] = old[old.device_id == dev].boot_id.min()
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    generator.write_landing(old, str(landing))
+    run_job(landing, out, incremental=True)
+    generator.write_landing(new, str(landing))
+    run_job(landing, out, incremental=True)
+    run_job(landing, tmp_path / "batch")
+    same_tables(out, tmp_path / "batch")
+
+
+def test_a_run_a_day_carries_the_boots_over_each_midnight_as_a_batch_run_counts_them(run_job, tmp_path):
+    df = generator.generate(devices=4, hours=4 * 24, seed=31)
+    t0 = generator.parse_time(generator.DEFAULT_START)
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    for day in range(4):
+        one = df[(df.rx_ts >= t0 + day * 24 * 3600_000) & (df.rx_ts < t0 + (day + 1) * 24 * 3600_000)]
+        generator.write_landing(one, str(landing))
+        run_job(landing, out, incremental=True)
+    run_job(landing, tmp_path / "batch")
+    same_tables(out, tmp_path / "batch")
+
+
 def test_a_run_with_nothing_new_starts_no_spark_job(month, spark):
     from fleetwire.host.analytics import job
 
