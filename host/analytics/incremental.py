@@ -53,9 +53,9 @@ ROLLUPS = ["wday", "fwh", "devh", "fleet"]  # per day, what the tables merge fro
 # (kind=rday) are read only when the boots' figures are made anew
 ROLLUP = "rollup"
 # in date=TOTAL, besides the histograms' total (kind=total) and every day's window links
-# (kind=links), the boots by the state's last day: the figures over the days before it of each boot
-# seen on it or highest on its device, as merge_records rows (kind=bbase), and per device the sums
-# over the other boots and their highest boot_id (kind=bdev)
+# (kind=links), the boots by the edge (the day before the state's last): the figures over the days
+# before it of each boot seen since it or highest on its device, as merge_records rows (kind=bbase),
+# and per device the sums over the other boots and their highest boot_id (kind=bdev)
 BOOT = ["device_id", "boot_id", "records", "unexpected_resets", "crashed", "hn", "hu", "hh", "huh", "huu"]
 BDEV = ["device_id", "_boots", "_sxy", "_sxx", "_top"]
 
@@ -507,8 +507,8 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
     other day's state stays as it is. one: the inputs are brought into one partition (which every
     grouping then runs in, without a shuffle) instead of n_parts by device. boots_anew: the boots'
     state made from every day's per-boot records (else from the last state's and the days since its
-    last day: only when none of the recomputed hours is before it and no new boot_id is one it has
-    summed up)."""
+    edge: only when none of the recomputed hours is before that edge and no new boot_id is one it
+    has summed up)."""
 
     def few(df):  # into the one partition, or left as it is
         return df.coalesce(1) if one else df
