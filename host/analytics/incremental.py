@@ -483,12 +483,7 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             return st.filter(F.col("_kind") == k).select(*cols[k])
 
         seen = metrics.merge_records(kind("bbase").unionByName(kind("rday")), ["device_id", "boot_id"])
-        boots = (
-            metrics.boot_moments(seen)
-            .unionByName(kind("bdev").select(*BDEV[:4]))
-            .groupBy("device_id")
-            .agg(*[F.sum(c).alias(c) for c in BDEV[1:4]])
-        )
+        boots = _add_up(metrics.boot_moments(seen, top=True).unionByName(kind("bdev")))
         parts = job.Partials(
             kind("wday"), None, kind("total"), kind("fwh"), kind("devh"), kind("fleet"), boots=boots
         )
@@ -613,11 +608,11 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
         per = per.join(seen, ["device_id", "boot_id"], "left")
         keep = (F.col("boot_id") == F.col("_top")) | F.col("_seen").isNotNull()
         base = per.filter(keep).select(*BOOT)
-        gone = _summed(per.filter(~keep))
-        closed = gone if closed is None else _summed(gone.unionByName(closed), summed=True)
+        gone = metrics.boot_moments(per.filter(~keep), top=True)
+        closed = gone if closed is None else _add_up(gone.unionByName(closed))
     elif base is None:  # every record since the edge: nothing before it (empty, for the columns)
         base = kinds["rday"].select(*BOOT).filter(F.lit(False))
-        closed = _summed(base)
+        closed = metrics.boot_moments(base, top=True)
     for k, df in (("bbase", base), ("bdev", closed)):
         parts.append(few(df).withColumns({"kind": F.lit(k), "_kind": F.lit(k), "date": F.lit(TOTAL)}))
     state = parts[0]
@@ -628,18 +623,9 @@ def new_state(spark, p, snap, days, redo, windows, win, clean, cached, n_parts, 
     return state, cols
 
 
-def _summed(rows, summed=False):
-    """Per device, the boots' count, sums of co-moments and highest boot_id (BDEV), from merge_records
-    rows by (device_id, boot_id), or from such sums (summed)."""
-    g = rows.groupBy("device_id")
-    if summed:
-        return g.agg(*[F.sum(c).alias(c) for c in BDEV[1:4]], F.max("_top").alias("_top"))
-    return g.agg(
-        F.count(F.lit(1)).alias("_boots"),
-        F.sum("huh").alias("_sxy"),
-        F.sum("huu").alias("_sxx"),
-        F.max("boot_id").alias("_top"),
-    )
+def _add_up(sums):
+    """Rows of metrics.boot_moments(top=True) added up per device."""
+    return sums.groupBy("device_id").agg(*[F.sum(c).alias(c) for c in BDEV[1:4]], F.max("_top").alias("_top"))
 
 
 def _last_day(snap):

@@ -474,11 +474,15 @@ def hour_counts(hr, bucket_ms=None):
     return fw, dev
 
 
-def boot_moments(per_boot):
+def boot_moments(per_boot, top=False):
     """From merge_records rows by (device_id, boot_id): per device, its boots (_boots) and the sums of
-    their co-moments of heap_free on uptime, each about its own boot's means (_sxy, _sxx)."""
+    their co-moments of heap_free on uptime, each about its own boot's means (_sxy, _sxx); top: and
+    the highest boot_id (_top)."""
     return per_boot.groupBy("device_id").agg(
-        F.count(F.lit(1)).alias("_boots"), F.sum("huh").alias("_sxy"), F.sum("huu").alias("_sxx")
+        F.count(F.lit(1)).alias("_boots"),
+        F.sum("huh").alias("_sxy"),
+        F.sum("huu").alias("_sxx"),
+        *([F.max("boot_id").alias("_top")] if top else []),
     )
 
 
