@@ -221,6 +221,48 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
     )
 
 
+def child_floor(landing, out, fmt, conf=None):
+    """The least a Spark job that writes `clean` does (--floor): read the landing zone, keep the
+    usable records, shuffle them by device once, drop repeated (device_id, seq) and write them as
+    Parquet by date and hour with the job's writer settings; no windows, no other table. A cold
+    JVM on local[2] with the job's session settings, timed as child_spark times the job."""
+    sys.path.insert(0, ROOT)
+    from pyspark.sql import functions as F
+
+    from fleetwire.host.analytics import job, metrics, session, storage
+    from fleetwire.host.analytics import landing as L
+    from fleetwire.host.analytics import schema as S
+
+    t = time.time()
+    spark = session.build("local[2]", app="bench", extra=conf)
+    start = time.time() - t
+    jit0 = jit_seconds(spark)
+    t = time.time()
+    files, _, size = L.scan(landing, fmt, None, storage.Storage(spark))
+    shape = session.tune(spark, size, fmt)
+    usable = L.classify(L.read(spark, files, fmt)).filter(F.col("_problem").isNull())
+    records = metrics.with_time_columns(usable).select(*S.FIELD_NAMES, "date", "hour")
+    records = records.repartition(shape["partitions"], "device_id").dropDuplicates(["device_id", "seq"])
+    job.write(records, storage.join(out, "clean"), ("date", "hour"))
+    secs = time.time() - t
+    jobs, shuffles, mib, task_cpu = spark_work(spark)
+    jit = jit_seconds(spark) - jit0
+    spark.stop()
+    print(
+        json.dumps(
+            {
+                "job_s": secs,
+                "start_s": start,
+                "jobs": jobs,
+                "shuffles": shuffles,
+                "shuffled_mib": mib,
+                "task_cpu_s": task_cpu,
+                "jit_s": jit,
+            }
+        )
+    )
+
+
 def child_duckdb(landing, out, fmt):
     sys.path.insert(0, os.path.join(ROOT, "tests", "analytics"))
     import glob
@@ -415,12 +457,20 @@ def main():
         default=3,
         help="--incremental: runs of the hour and of the batch, alternately; medians shown (default 3)",
     )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also the least Spark job that writes `clean` (read, one shuffle, drop repeats, write): "
+        "how much of DuckDB's whole job Spark's floor already takes",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if any("=" not in kv for kv in a.spark_conf):
         ap.error("--spark-conf takes KEY=VALUE")
     if a.child:
         engine, landing, out, fmt = a.child
+        if engine == "spark-floor":
+            return child_floor(landing, out, fmt, dict(kv.split("=", 1) for kv in a.spark_conf))
         if engine.startswith("spark"):
             return child_spark(
                 landing,
@@ -452,7 +502,7 @@ def main():
             )
             del df
         res = {}
-        for engine in ("spark", "duckdb"):
+        for engine in ("spark", "duckdb") + (("spark-floor",) if a.floor else ()):
             out = os.path.join(work, "out-%s-%s" % (size, engine))
             info, wall, cpu, peak = measure(
                 [sys.executable, os.path.abspath(__file__), "--child", engine, landing, out, a.format]
@@ -496,7 +546,7 @@ def main():
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size, res, ratio, same in rows:
-        for e in ("spark", "duckdb"):
+        for e in [e for e in ("spark", "duckdb", "spark-floor") if e in res]:
             r = res[e]
             print(
                 "| %s | %s | %.1f | %s | %.1f | %.1f | %.0f k | %.0f | %s | %s | %s | %s |"
@@ -519,6 +569,11 @@ def main():
             "| %s | Spark/DuckDB | %.1fx | | | | | %s | | | | |"
             % (size, ratio, "same results" if same else "RESULTS DIFFER")
         )
+        if "spark-floor" in res:
+            print(
+                "| %s | Spark's floor (`clean` only)/DuckDB's whole job | %.1fx | | | | | | | | | |"
+                % (size, res["spark-floor"]["job_s"] / res["duckdb"]["job_s"])
+            )
 
 
 if __name__ == "__main__":
