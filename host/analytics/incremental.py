@@ -34,6 +34,7 @@ A run that finds no new file changes nothing but quality.json's new_files/new_re
 no Spark job.
 """
 
+import datetime as dt
 import json
 
 from pyspark.sql import Window
@@ -149,20 +150,14 @@ def _date():
 
 
 def _day(hour_ms):
-    import datetime as dt
-
     return dt.datetime.fromtimestamp(int(hour_ms) // 1000, dt.timezone.utc).strftime("%Y-%m-%d")
 
 
 def _day_ms(day):
-    import datetime as dt
-
     return int(dt.datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=dt.timezone.utc).timestamp()) * 1000
 
 
 def _hour_dir(hour_ms):
-    import datetime as dt
-
     return dt.datetime.fromtimestamp(int(hour_ms) // 1000, dt.timezone.utc).strftime("date=%Y-%m-%d/hour=%-H")
 
 
@@ -633,8 +628,6 @@ def _last_day(snap):
 
 
 def _day_before(day):
-    import datetime as dt
-
     return (dt.date.fromisoformat(day) - dt.timedelta(days=1)).isoformat()
 
 
