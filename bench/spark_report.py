@@ -192,33 +192,40 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
     )
     secs = time.time() - t
     ends = [m[1] for m in marks[1:]] + [t + secs]
-    jit = jit_seconds(spark) - jit0
-    jobs, shuffles, mib, task_cpu = spark_work(spark)
+    figures = session_figures(spark, secs, start, jit0)
     work, names = phase_work(spark)
     phases = [(what, end - began) + tuple(work.get(what, (0, 0))) for (what, began), end in zip(marks, ends)]
-    # the kernel's record of the JVM's peak resident set
-    jvm_peak = proc_kb(spark._jvm.java.lang.ProcessHandle.current().pid(), "status", "VmHWM")
     spark.stop()
     print(
         json.dumps(
-            {
-                "job_s": secs,
-                "start_s": start,
-                "clean": res.quality["clean_records"],
-                "read": res.quality["records_read"],
-                "jobs": jobs,
-                "shuffles": shuffles,
-                "shuffled_mib": mib,
-                "task_cpu_s": task_cpu,
-                "jit_s": jit,
-                "jvm_peak": jvm_peak,
-                "new_records": res.new_records,
-                "hours": res.hours,
-                "phases": phases,
-                "job_names": names,
-            }
+            dict(
+                figures,
+                clean=res.quality["clean_records"],
+                read=res.quality["records_read"],
+                new_records=res.new_records,
+                hours=res.hours,
+                phases=phases,
+                job_names=names,
+            )
         )
     )
+
+
+def session_figures(spark, secs, start, jit0):
+    """What a Spark child reports of its session: the job's and the start's seconds, its Spark jobs,
+    shuffles, task CPU, the JIT's CPU since jit0 and the kernel's record of the JVM's peak resident set."""
+    jit = jit_seconds(spark) - jit0
+    jobs, shuffles, mib, task_cpu = spark_work(spark)
+    return {
+        "job_s": secs,
+        "start_s": start,
+        "jobs": jobs,
+        "shuffles": shuffles,
+        "shuffled_mib": mib,
+        "task_cpu_s": task_cpu,
+        "jit_s": jit,
+        "jvm_peak": proc_kb(spark._jvm.java.lang.ProcessHandle.current().pid(), "status", "VmHWM"),
+    }
 
 
 def child_floor(landing, out, fmt, conf=None):
@@ -244,23 +251,9 @@ def child_floor(landing, out, fmt, conf=None):
     records = metrics.with_time_columns(usable).select(*S.FIELD_NAMES, "date", "hour")
     records = records.repartition(shape["partitions"], "device_id").dropDuplicates(["device_id", "seq"])
     job.write(records, storage.join(out, "clean"), ("date", "hour"))
-    secs = time.time() - t
-    jobs, shuffles, mib, task_cpu = spark_work(spark)
-    jit = jit_seconds(spark) - jit0
+    figures = session_figures(spark, time.time() - t, start, jit0)
     spark.stop()
-    print(
-        json.dumps(
-            {
-                "job_s": secs,
-                "start_s": start,
-                "jobs": jobs,
-                "shuffles": shuffles,
-                "shuffled_mib": mib,
-                "task_cpu_s": task_cpu,
-                "jit_s": jit,
-            }
-        )
-    )
+    print(json.dumps(figures))
 
 
 def child_duckdb(landing, out, fmt):
