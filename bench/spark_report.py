@@ -169,12 +169,9 @@ def jit_seconds(spark):
 
 def child_spark(landing, out, fmt, conf=None, incremental=False):
     sys.path.insert(0, ROOT)
-    from fleetwire.host.analytics import job, session
+    from fleetwire.host.analytics import job
 
-    t = time.time()
-    spark = session.build("local[2]", app="bench", extra=conf)
-    start = time.time() - t  # JVM and session start: fixed, reported apart from the job
-    jit0 = jit_seconds(spark)
+    spark, start, jit0 = start_session(conf)
     marks = []  # (phase, when it began): the job names its phases (job.phase)
     named = job.phase
 
@@ -211,6 +208,16 @@ def child_spark(landing, out, fmt, conf=None, incremental=False):
     )
 
 
+def start_session(conf):
+    """A Spark child's session (local[2], the job's settings and `conf`), the seconds the JVM and the
+    session took to start (fixed, reported apart from the job) and the JIT's CPU by then."""
+    from fleetwire.host.analytics import session
+
+    t = time.time()
+    spark = session.build("local[2]", app="bench", extra=conf)
+    return spark, time.time() - t, jit_seconds(spark)
+
+
 def session_figures(spark, secs, start, jit0):
     """What a Spark child reports of its session: the job's and the start's seconds, its Spark jobs,
     shuffles, task CPU, the JIT's CPU since jit0 and the kernel's record of the JVM's peak resident set."""
@@ -240,10 +247,7 @@ def child_floor(landing, out, fmt, conf=None):
     from fleetwire.host.analytics import landing as L
     from fleetwire.host.analytics import schema as S
 
-    t = time.time()
-    spark = session.build("local[2]", app="bench", extra=conf)
-    start = time.time() - t
-    jit0 = jit_seconds(spark)
+    spark, start, jit0 = start_session(conf)
     t = time.time()
     files, _, size = L.scan(landing, fmt, None, storage.Storage(spark))
     shape = session.tune(spark, size, fmt)
@@ -462,16 +466,11 @@ def main():
         ap.error("--spark-conf takes KEY=VALUE")
     if a.child:
         engine, landing, out, fmt = a.child
+        conf = dict(kv.split("=", 1) for kv in a.spark_conf)
         if engine == "spark-floor":
-            return child_floor(landing, out, fmt, dict(kv.split("=", 1) for kv in a.spark_conf))
+            return child_floor(landing, out, fmt, conf)
         if engine.startswith("spark"):
-            return child_spark(
-                landing,
-                out,
-                fmt,
-                dict(kv.split("=", 1) for kv in a.spark_conf),
-                incremental=engine == "spark-incremental",
-            )
+            return child_spark(landing, out, fmt, conf, incremental=engine == "spark-incremental")
         return child_duckdb(landing, out, fmt)
     if a.incremental:
         return incremental_bench(a)
@@ -539,8 +538,7 @@ def main():
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size, res, ratio, same in rows:
-        for e in [e for e in ("spark", "duckdb", "spark-floor") if e in res]:
-            r = res[e]
+        for e, r in res.items():  # in the order they ran
             print(
                 "| %s | %s | %.1f | %s | %.1f | %.1f | %.0f k | %.0f | %s | %s | %s | %s |"
                 % (
