@@ -244,7 +244,7 @@ def batch(spark, store, cfg, p):
         clean = metrics.clean_records(cand)
         phase(spark, "clean")
         write(clean.select(*metrics.CLEAN_COLUMNS), p.table("clean"), ("date", "hour"), files=k)
-        win = metrics.link(metrics.windows(clean)).persist(CACHE)
+        win = metrics.link(metrics.windows(clean)).select(*metrics.WINDOW_KEPT).persist(CACHE)
         cached.append(win)
         phase(spark, "device_window")
         write(win.select(*metrics.WINDOW_COLUMNS), p.table("device_window"), ("date", "hour"), files=k)
