@@ -386,6 +386,20 @@ class VirtualBoard:
     def _restarting(self):
         return os.path.exists(os.path.join(self.dir, "reset")) or not self.running
 
+    def _catches_sigint(self):
+        """True while the interpreter runs code: the unix port handles SIGINT only then (at its
+        REPL, in either mode, the signal's default action would end it). Read from the kernel's
+        record of its handlers; where there is none (no /proc), guessed from its output, which
+        is not at a prompt for a moment between the echo of a line and the next prompt."""
+        try:
+            with open("/proc/%d/status" % self.proc.pid) as f:
+                for line in f:
+                    if line.startswith("SigCgt:"):
+                        return bool(int(line.split()[1], 16) & 1 << (signal.SIGINT - 1))
+        except (OSError, ValueError):
+            pass
+        return not self._at_prompt()
+
     def _at_prompt(self):
         t = self._tail
         return t.endswith(b">>> ") or t.endswith(b"... ") or t.endswith(b"\r\n>") or t.endswith(b"\x04>")
@@ -503,7 +517,7 @@ class VirtualBoard:
                 data, self._held = self._held, b""
                 if b"\x02" in data:
                     self._raw = False  # Ctrl-B: back to the friendly REPL
-                if b"\x03" in data and self.running and not self._at_prompt():
+                if b"\x03" in data and self.running and self._catches_sigint():
                     # a running program sees KeyboardInterrupt (at a prompt the REPL
                     # reads the byte itself; a signal there would end the interpreter)
                     os.kill(self.proc.pid, signal.SIGINT)

@@ -107,6 +107,32 @@ def test_pyserial_talks_to_the_repl(board):
     assert b"42" in got
 
 
+def _read_until(s, want, timeout=5):
+    got, end = b"", time.monotonic() + timeout
+    while want not in got and time.monotonic() < end:
+        got += s.read(64)
+    return got
+
+
+def test_ctrl_c_at_the_repl_cancels_the_line_and_a_running_program_sees_keyboardinterrupt(board):
+    # as on a board: at the prompt Ctrl-C drops the line being typed (the interpreter and
+    # its variables stay); while code runs it raises KeyboardInterrupt there
+    with serial.Serial(board.port, 115200, timeout=0.2) as s:
+        s.write(b"x = 42\r")
+        assert b">>> " in _read_until(s, b">>> ")
+        s.write(b"print('half a li")
+        assert b"half a li" in _read_until(s, b"half a li")
+        s.write(b"\x03")
+        assert b">>> " in _read_until(s, b">>> ")
+        s.write(b"import time\rwhile True: time.sleep(0.05)\r\r")
+        time.sleep(0.5)
+        s.write(b"\x03")
+        assert b"KeyboardInterrupt" in _read_until(s, b"KeyboardInterrupt")
+        s.write(b"print(x + 1)\r")
+        assert b"43" in _read_until(s, b"43")
+    assert board.boots == 1 and board.resets == 0
+
+
 def test_machine_reset_restarts_the_board_and_the_port_stays_open(board):
     rc, out, _ = mpremote(
         board.link, "exec", "import machine; print(machine.unique_id().hex(), machine.reset_cause())"
