@@ -433,8 +433,7 @@ def derive(spark, store, cfg, p, snap, n, touched, new, staging, q):
             kept = spark.read.parquet(*[storage.join(p.table("clean"), _hour_dir(h)) for h in sorted(follow)])
             kept = metrics.clean_records(kept.withColumn("_problem", F.lit(None).cast("string")))
             clean_w = clean.unionByName(kept.select(*clean.columns))
-        win = metrics.link(metrics.windows(clean_w), before).select(*metrics.WINDOW_KEPT)
-        win = win.persist(job.CACHE)
+        win = metrics.link(metrics.windows(clean_w), before).select(*metrics.WINDOW_KEPT).persist(job.CACHE)
         cached.append(win)
         job.write(
             win.select(*metrics.WINDOW_COLUMNS),

@@ -94,43 +94,37 @@ def test_absolute_paths_are_the_boards_own_files_as_on_a_board(board):
     assert not os.path.exists("/" + name)
 
 
-def test_pyserial_talks_to_the_repl(board):
-    with serial.Serial(board.port, 115200, timeout=2) as s:
-        s.write(b"\x03\r")
-        time.sleep(0.2)
-        s.reset_input_buffer()
-        s.write(b"print(6 * 7)\r")
-        got = b""
-        end = time.monotonic() + 5
-        while b"42" not in got and time.monotonic() < end:
-            got += s.read(64)
-    assert b"42" in got
-
-
-def _read_until(s, want, timeout=5):
+def _say(s, data, want, timeout=5):
+    """Write data to the port, then read until `want` (or the timeout): what was read."""
+    s.write(data)
     got, end = b"", time.monotonic() + timeout
     while want not in got and time.monotonic() < end:
         got += s.read(64)
     return got
 
 
+def test_pyserial_talks_to_the_repl(board):
+    with serial.Serial(board.port, 115200, timeout=2) as s:
+        s.write(b"\x03\r")
+        time.sleep(0.2)
+        s.reset_input_buffer()
+        got = _say(s, b"print(6 * 7)\r", b"42")
+    assert b"42" in got
+
+
 def test_ctrl_c_at_the_repl_cancels_the_line_and_a_running_program_sees_keyboardinterrupt(board):
     # as on a board: at the prompt Ctrl-C drops the line being typed (the interpreter and
     # its variables stay); while code runs it raises KeyboardInterrupt there
     with serial.Serial(board.port, 115200, timeout=0.2) as s:
-        s.write(b"x = 42\r")
-        assert b">>> " in _read_until(s, b">>> ")
-        s.write(b"print('half a li")
-        assert b"half a li" in _read_until(s, b"half a li")
-        s.write(b"\x03")
-        assert b">>> " in _read_until(s, b">>> ")
+        assert b">>> " in _say(s, b"x = 42\r", b">>> ")
+        assert b"half a li" in _say(s, b"print('half a li", b"half a li")
+        assert b">>> " in _say(s, b"\x03", b">>> ")
         # it prints 1001 once it runs (the echo of the line holds "1 + 1000", not the sum)
-        s.write(b"import time\rexec('print(1 + 1000)\\nwhile True: time.sleep(0.05)')\r")
-        assert b"1001" in _read_until(s, b"1001")
-        s.write(b"\x03")
-        assert b"KeyboardInterrupt" in _read_until(s, b"KeyboardInterrupt")
-        s.write(b"print(x + 1)\r")
-        assert b"43" in _read_until(s, b"43")
+        assert b"1001" in _say(
+            s, b"import time\rexec('print(1 + 1000)\\nwhile True: time.sleep(0.05)')\r", b"1001"
+        )
+        assert b"KeyboardInterrupt" in _say(s, b"\x03", b"KeyboardInterrupt")
+        assert b"43" in _say(s, b"print(x + 1)\r", b"43")
     assert board.boots == 1 and board.resets == 0
 
 
