@@ -247,3 +247,19 @@ def test_since_leaves_out_earlier_records(run_job, tmp_path):
     assert set(h) == {"dev-a", "dev-b"}  # dev-c stopped at minute 4
     assert h["dev-a"]["distinct_seq"] == 4  # seq 105, 106, 108, 109
     assert res.quality["filtered_before_since"] == (4 + 1) + 5 + 5  # a: 4 and the copy of 103; b; c
+
+
+def test_a_window_updated_midway_has_the_release_of_its_last_record(run_job, tmp_path):
+    # dev-u reports 1.0.0 for seq 0..2, then runs 1.1.0 from seq 3, within one window; the newer
+    # records arrive first, so the last delivered is not the last by seq
+    recs = [
+        rec("dev-u", "1.0.0" if seq < 3 else "1.1.0", seq, seq, 1, 60 * seq, 9000, -60, 10, None, 0)
+        for seq in range(5)
+    ]
+    for r in recs:
+        r["rx_ts"] = T + 10 * MIN - r["seq"] * 1000
+    generator.write_records(recs, str(tmp_path / "landing" / "date=2026-01-05" / "hour=00" / "p.ndjson"))
+    run_job(tmp_path / "landing", tmp_path / "out")
+    w = table(tmp_path / "out", "device_window")
+    assert list(w["fw_version"]) == ["1.1.0"]
+    assert set(table(tmp_path / "out", "firmware_cohort")["fw_version"]) == {"1.0.0", "1.1.0"}
