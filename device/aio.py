@@ -40,26 +40,28 @@ class AsyncClient(Session):
         self._tasks = ()
         self._ev = asyncio.Event()
         self._error = None  # why the link went down last
-        self._fatal = None  # why reconnecting stopped for good
+        self.fatal = None  # why reconnecting stopped for good
         self._retry_task = None
         self._closing = False  # disconnect() was called: do not come back
         self._next = -1  # ms until the next attempt, as lost() said
 
     async def connect(self, clean_session=True):
         """Connect and wait for CONNACK -> 1 if the broker had a session, else 0. A clean
-        session starts with no subscriptions (the client's own reconnects renew them)."""
+        session starts with no subscriptions (the client's own reconnects renew them).
+        Raises, with nothing left open, when the session did not come up (the link failed
+        before CONNACK, no CONNACK within `timeout`, a refusal), as MQTTClient's does."""
         if clean_session:
             self.forget()
         self.clean_session = clean_session
         self._closing = False
-        self._fatal = None
+        self.fatal = None
         try:
             await self._open()
-        except Exception as e:
-            if self._w is not None:
-                await self._shutdown(e)  # nothing left open
-            else:
-                self.lost(ticks_ms(), None)  # it never opened
+        except BaseException:  # a cancelled connect() too
+            t, self._retry_task = self._retry_task, None
+            if t is not None:
+                t.cancel()  # the link was up a moment: this call failed, the program decides
+            self.lost(ticks_ms(), None)
             raise
         return 1 if self.session_present else 0
 
@@ -68,7 +70,7 @@ class AsyncClient(Session):
         with wait=False at once (on_delivered(pid) tells, and while a reconnect is under
         way the message waits in the queue or the store)."""
         if self.state != CONNECTED and self._retry_task is None:
-            raise self._fatal or fw.NotConnected(say(_NOT_CONN))
+            raise self.fatal or fw.NotConnected(say(_NOT_CONN))
         if type(msg) is not bytes:
             msg = msg.encode() if isinstance(msg, str) else bytes(msg)
         pid = Session.publish(self, topic, msg, qos, retain)
@@ -108,25 +110,38 @@ class AsyncClient(Session):
     # ---- the connection
 
     async def _open(self):
+        # One attempt: TCP (and TLS), CONNECT, CONNACK. Returns with the session up, or
+        # raises with the link shut down and the reason kept in _error.
         n = self.start(ticks_ms())  # what MQTT refuses raises here (ValueError), before anything opens
         if self.ssl:
-            r, w = await asyncio.open_connection(
-                self.server, self.port, ssl=self.ssl, server_hostname=self.server
-            )
+            from .aiotls import open_tls
+
+            o = open_tls(self.server, self.port, self.ssl)
         else:
-            r, w = await asyncio.open_connection(self.server, self.port)
+            o = asyncio.open_connection(self.server, self.port)
+        r, w = await asyncio.wait_for(o, self.timeout_ms / 1000)
         self._r, self._w = r, w
         self._error = None
         self.eof = False
         self.last_out = ticks_ms()  # the CONNACK deadline runs from here
-        w.write(bytes(self.tx[:n]))  # CONNECT first
-        self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._pinger()))
-        await self._flush()
-        await self._until(lambda: self.state != CONNECTING, True)
+        try:
+            w.write(bytes(self.tx[:n]))  # CONNECT first
+            self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._pinger()))
+            await w.drain()  # (over TLS it waits for the handshake)
+            await self._flush()
+            await self._until(lambda: self.state != CONNECTING, True)
+            if self.state != CONNECTED:
+                # the link went down, or the broker refused, before the session was up: the
+                # reader or the pinger shut it down and kept the reason
+                raise self._error or fw.NotConnected(say(_NOT_CONN))
+        except BaseException as e:
+            if self._w is w:  # still open (no CONNACK within timeout, a cancelled call)
+                await self._shutdown(e if isinstance(e, Exception) else None)
+            raise
 
     async def _reconnect(self, wait):
         # Waits as the Session said, tries, and asks it again; ends connected, or with
-        # _fatal set when the Session says there is no point.
+        # fatal set when the Session says there is no point.
         try:
             while not self._closing and self.reconnect:
                 await asyncio.sleep(wait / 1000)
@@ -135,17 +150,15 @@ class AsyncClient(Session):
                 self._next = -1
                 try:
                     await self._open()
-                    if self.state == CONNECTED:
-                        return
-                    why = self._error or fw.NotConnected(say(_NOT_CONN))  # lost before CONNACK
+                    return
                 except Exception as e:
                     why = e
                 if self._next < 0:  # lost() was not asked yet (say, the TCP connect failed)
                     try:
                         self._next = self.lost(ticks_ms(), why)
                     except Exception as e:
-                        self._fatal = e
-                if self._fatal is not None:
+                        self.fatal = e
+                if self.fatal is not None:
                     return
                 wait = self._next
         finally:
@@ -158,8 +171,8 @@ class AsyncClient(Session):
         # unless a reconnect is under way (strict: always).
         t0 = ticks_ms()
         while not cond():
-            if self._fatal is not None:
-                raise self._fatal
+            if self.fatal is not None:
+                raise self.fatal
             if (strict or self._retry_task is None) and (
                 self._error is not None or self.state == DISCONNECTED
             ):
@@ -207,6 +220,8 @@ class AsyncClient(Session):
                 buf = self.rx()
                 if hasattr(r, "readinto"):
                     n = await r.readinto(buf)
+                    if n is None:  # TLS woke the reader with a record that held no data
+                        continue
                 else:
                     data = await r.read(len(buf))
                     n = len(data)
@@ -261,5 +276,5 @@ class AsyncClient(Session):
                 self._retry_task = asyncio.create_task(self._reconnect(self._next))
         except Exception as e:
             if e is not why:
-                self._fatal = e  # the Session says reconnecting is over (a clash of client ids)
+                self.fatal = e  # the Session says reconnecting is over (a clash of client ids)
         self._wake()

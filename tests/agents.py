@@ -1,5 +1,6 @@
-"""Device agents for the tests: run the real client as a device process — MicroPython's unix port with a 96 KB
-heap, and CPython — and script it over stdin/stdout (tests/device/agent.py)."""
+"""Device agents for the tests: run the real client as a device process — MicroPython's unix port with an
+80 KB heap, and CPython — and script it over stdin/stdout (tests/device/agent.py). A test that takes the
+`front` fixture runs once with MQTTClient and once with fleetwire.aio.AsyncClient, the same commands."""
 
 import json
 import os
@@ -15,12 +16,18 @@ from support import device_command  # noqa: E402
 
 
 class Agent:
-    def __init__(self, interp, board_lib, client_id):
+    def __init__(self, interp, board_lib, client_id, front="blocking"):
         self.interp = interp
         self.client_id = client_id
+        self.front = front
         cmd, env = device_command(interp, board_lib, AGENT)
         self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            cmd + [front],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         self._lines = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -83,16 +90,24 @@ def interp(request):
     return request.param
 
 
+@pytest.fixture(params=["blocking", "asyncio"])
+def front(request):
+    """The client's front under test: MQTTClient, or fleetwire.aio.AsyncClient."""
+    return request.param
+
+
 @pytest.fixture
 def device(interp, board_lib, request):
-    """device(client_id) -> a running Agent on the interpreter under test."""
+    """device(client_id) -> a running Agent on the interpreter under test (and the front
+    under test, for a test that takes `front`; else MQTTClient)."""
     agents = []
     n = [0]
+    fr = request.getfixturevalue("front") if "front" in request.fixturenames else "blocking"
 
     def make(client_id=None):
         n[0] += 1
         cid = client_id or "%s-%s-%d" % (request.node.name[:30], interp[:2], n[0])
-        a = Agent(interp, board_lib, cid)
+        a = Agent(interp, board_lib, cid, fr)
         agents.append(a)
         return a
 

@@ -1,13 +1,51 @@
 # A device program driven over stdin/stdout, one JSON object per line, so the
 # host tests can script the real client on MicroPython and on CPython alike.
 # Each command {"op": ...} gets one reply {"ok": true, ...} or {"ok": false, "error": "..."}.
+# argv[1] "asyncio" drives fleetwire.aio.AsyncClient instead of MQTTClient: the same
+# commands, so a test written once runs against both fronts. Between commands the
+# asyncio client's tasks wait, as the blocking client does between loop() calls.
 import sys
 import json
 import gc
 from fleetwire import MQTTClient, QueueFull
 
 MP = sys.implementation.name == "micropython"
+AIO = sys.argv[-1] == "asyncio"
 c = None
+if AIO:
+    import asyncio
+    from fleetwire.aio import AsyncClient
+
+    _loop = asyncio.new_event_loop()
+    if not MP:
+        asyncio.set_event_loop(_loop)
+
+    def aw(x):
+        # the asyncio front's calls are awaited: run the loop until this one is done
+        return _loop.run_until_complete(x)
+
+    def drive(ms):
+        # the client's tasks run for ms; a reconnect that stopped for good is raised, as
+        # MQTTClient.loop() raises it
+        aw(asyncio.sleep(ms / 1000))
+        if c.fatal is not None:
+            raise c.fatal
+
+    def pub(topic, msg, retain, qos, block):
+        return aw(c.publish(topic, msg, retain, qos, block))
+
+else:
+
+    def aw(x):
+        return x
+
+    def drive(ms):
+        c.loop(ms)
+
+    def pub(topic, msg, retain, qos, block):
+        return c.publish(topic, msg, retain, qos, block=block)
+
+
 v = None
 inbox = []
 events = []  # the last few events, as text (bounded: a long sweep must not fill the heap)
@@ -74,7 +112,9 @@ def run(cmd):
                 kw[k] = cmd[k]
         if "io_timeout" in cmd:  # the client's timeout (the host side's is its own)
             kw["timeout"] = cmd["io_timeout"]
-        c = MQTTClient(
+        c = None  # a client made anew: the old one goes first (a tight heap holds one)
+        gc.collect()
+        c = (AsyncClient if AIO else MQTTClient)(
             cmd["id"],
             cmd["host"],
             cmd["port"],
@@ -94,25 +134,23 @@ def run(cmd):
         c.set_last_will(cmd["topic"], cmd["msg"], cmd.get("retain", False), cmd.get("qos", 0))
         return {}
     if op == "connect":
-        return {"present": c.connect(cmd.get("clean", True))}
+        return {"present": aw(c.connect(cmd.get("clean", True)))}
     if op == "sub":
-        return {"rc": c.subscribe(cmd["topic"], cmd.get("qos", 0))}
+        return {"rc": aw(c.subscribe(cmd["topic"], cmd.get("qos", 0)))}
     if op == "unsub":
-        c.unsubscribe(cmd["topic"])
+        aw(c.unsubscribe(cmd["topic"]))
         return {}
     if op == "pub":
         block = cmd.get("block", True)
         while True:
             try:
                 return {
-                    "pid": c.publish(
-                        cmd["topic"], cmd["msg"], cmd.get("retain", False), cmd.get("qos", 0), block=block
-                    )
+                    "pid": pub(cmd["topic"], cmd["msg"], cmd.get("retain", False), cmd.get("qos", 0), block)
                 }
             except QueueFull:
                 if block or not cmd.get("wait_room", True):
                     raise
-                c.loop(20)  # let acknowledgements make room, as an application would
+                drive(20)  # let acknowledgements make room, as an application would
     if op == "recv":
         # Loop until n messages are in, or the time is up; hand them over. With
         # "tail": go on until connected and no packet came for tail ms (the
@@ -121,12 +159,12 @@ def run(cmd):
         for _ in range(cmd.get("ms", 5000) // 20):
             if len(inbox) >= n:
                 break
-            c.loop(20)
+            drive(20)
         tail = cmd.get("tail", 0)
         if tail:
             for _ in range(cmd.get("ms", 5000) // 10):
                 h = c._handled
-                c.loop(tail)
+                drive(tail)
                 if h == c._handled and c.is_connected():
                     break
         got = inbox[:]
@@ -140,14 +178,14 @@ def run(cmd):
         del inbox[:]
         return {"msgs": got}
     if op == "loop":
-        c.loop(0)
+        drive(0)
         for _ in range(cmd.get("ms", 100) // 20):
-            c.loop(20)
+            drive(20)
         return {"pending": c.pending}
     if op == "settle":
         # Loop (reconnecting as needed) until nothing is pending and the link is up.
         for _ in range(cmd.get("ms", 10000) // 10):
-            c.loop(10)
+            drive(10)
             if not c.pending and c.is_connected():
                 break
         got = inbox[:]
@@ -165,7 +203,7 @@ def run(cmd):
         n = counts["lost"]
         t0 = ticks_ms()
         while counts["lost"] == n and ticks_diff(ticks_ms(), t0) < cmd.get("ms", 10000):
-            c.loop(10)
+            drive(10)
         return {"ms": ticks_diff(ticks_ms(), t0), "lost": counts["lost"] > n, "events": events[:]}
     if op == "burst":
         # n QoS 0 publishes in a tight loop, umqtt style (blocking calls, nothing else),
@@ -183,9 +221,7 @@ def run(cmd):
         n = 0
         try:
             while n < cmd.get("max", 1000):
-                c.publish(
-                    cmd["topic"], "%s%04d" % (cmd.get("prefix", ""), n), False, cmd.get("qos", 1), block=False
-                )
+                pub(cmd["topic"], "%s%04d" % (cmd.get("prefix", ""), n), False, cmd.get("qos", 1), False)
                 n += 1
         except QueueFull as e:
             return {"accepted": n, "full": str(e)}
@@ -248,7 +284,7 @@ def run(cmd):
         del events[:]
         return {"events": got, "counts": counts}
     if op == "disconnect":
-        c.disconnect()
+        aw(c.disconnect())
         return {}
     if op == "fail_next":
         fail_next[0] = cmd.get("n", 1)
