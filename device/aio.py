@@ -67,10 +67,13 @@ class AsyncClient(Session):
 
     async def publish(self, topic, msg, retain=False, qos=0, wait=True):
         """Publish -> the packet id. QoS 1/2 returns once the broker has completed the flow;
-        with wait=False at once (on_delivered(pid) tells, and while a reconnect is under
-        way the message waits in the queue or the store)."""
-        if self.state != CONNECTED and self._retry_task is None:
-            raise self.fatal or fw.NotConnected(say(_NOT_CONN))
+        with wait=False at once (on_delivered(pid) tells): offline, or while a reconnect is
+        under way, the message waits in the queue or the store, as MQTTClient's
+        publish(block=False) does."""
+        if self.fatal is not None:
+            raise self.fatal
+        if wait and self.state != CONNECTED and self._retry_task is None:
+            raise fw.NotConnected(say(_NOT_CONN))
         if type(msg) is not bytes:
             msg = msg.encode() if isinstance(msg, str) else bytes(msg)
         pid = Session.publish(self, topic, msg, qos, retain)
@@ -126,14 +129,17 @@ class AsyncClient(Session):
         self.last_out = ticks_ms()  # the CONNACK deadline runs from here
         try:
             w.write(bytes(self.tx[:n]))  # CONNECT first
-            self._tasks = (asyncio.create_task(self._reader()), asyncio.create_task(self._pinger()))
+            self._tasks = (asyncio.create_task(self._reader()),)
             await w.drain()  # (over TLS it waits for the handshake)
             await self._flush()
-            await self._until(lambda: self.state != CONNECTING, True)
+            await self._until(lambda: self.state != CONNECTING, True)  # Timeout: no CONNACK
             if self.state != CONNECTED:
                 # the link went down, or the broker refused, before the session was up: the
-                # reader or the pinger shut it down and kept the reason
+                # reader shut it down and kept the reason
                 raise self._error or fw.NotConnected(say(_NOT_CONN))
+            # the keepalive task starts with the session: one started before CONNACK would
+            # sleep through the CONNACK deadline, past a keepalive shorter than `timeout`
+            self._tasks += (asyncio.create_task(self._pinger()),)
         except BaseException as e:
             if self._w is w:  # still open (no CONNACK within timeout, a cancelled call)
                 await self._shutdown(e if isinstance(e, Exception) else None)
@@ -267,12 +273,21 @@ class AsyncClient(Session):
                 pass
         if why is not None:
             self._error = why if isinstance(why, Exception) else MQTTException(str(why))
-        up = self.state == CONNECTED
+        # only a link that was up comes back by itself; a failed attempt is the caller's
+        # (connect(), or the reconnect task) to judge
+        again = self.state == CONNECTED and self.reconnect and not self._closing
         try:
-            # only a link that was up comes back by itself; a failed attempt is the
-            # caller's (connect(), or the reconnect task) to judge
-            self._next = self.lost(ticks_ms(), why, up and not self._closing)
-            if why is not None and up and self._retry_task is None and self.reconnect and not self._closing:
+            try:
+                self._next = self.lost(ticks_ms(), why, again)
+            except Exception as e:
+                if e is not why or not again:
+                    raise
+                # Not the link's failure: the program's callback raised, or the heap ran out.
+                # The link ends for it (MQTT-4.8.0-2: the broker sends the message again) and
+                # on_disconnect said why; no call of the program's is under way to raise it
+                # to, so the client comes back, as MQTTClient does at its next loop().
+                self._next = self._rc.retry(self, why)
+            if why is not None and again and self._retry_task is None:
                 self._retry_task = asyncio.create_task(self._reconnect(self._next))
         except Exception as e:
             if e is not why:

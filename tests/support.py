@@ -7,14 +7,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEVICE_HEAP = os.environ.get("FLEETWIRE_DEVICE_HEAP", "80K")
 
 
-def device_command(interp, board_lib, script):
+def device_command(interp, board_lib, script, extra_heap_kb=0):
     """(argv, env) running script as a device program: MicroPython with the board
-    tree and DEVICE_HEAP, or CPython unbuffered."""
+    tree and DEVICE_HEAP (plus extra_heap_kb for what the unix port keeps in the heap
+    and a board does not, such as an emulated flash partition), or CPython unbuffered."""
     import sys
     from fleetwire.host import micropython
 
     env = dict(os.environ)
     if interp == "micropython":
         env["MICROPYPATH"] = board_lib + os.pathsep + ".frozen"
-        return [micropython.binary(), "-X", "heapsize=" + DEVICE_HEAP, script], env
+        heap = DEVICE_HEAP
+        if extra_heap_kb:
+            heap = "%dK" % (int(heap.rstrip("K")) + extra_heap_kb)
+        return [micropython.binary(), "-X", "heapsize=" + heap, script], env
     return [sys.executable, "-u", script], env

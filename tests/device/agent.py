@@ -24,10 +24,13 @@ if AIO:
         # the asyncio front's calls are awaited: run the loop until this one is done
         return _loop.run_until_complete(x)
 
+    async def nap(s):
+        await asyncio.sleep(s)  # (a task of its own: MicroPython's sleep() is no coroutine)
+
     def drive(ms):
         # the client's tasks run for ms; a reconnect that stopped for good is raised, as
         # MQTTClient.loop() raises it
-        aw(asyncio.sleep(ms / 1000))
+        aw(nap(ms / 1000))
         if c.fatal is not None:
             raise c.fatal
 
@@ -224,7 +227,7 @@ def run(cmd):
                 pub(cmd["topic"], "%s%04d" % (cmd.get("prefix", ""), n), False, cmd.get("qos", 1), False)
                 n += 1
         except QueueFull as e:
-            return {"accepted": n, "full": str(e)}
+            return {"accepted": n, "full": "%s: %s" % (type(e).__name__, e)}
         return {"accepted": n, "full": None}
     if op == "vitals":
         # The vitals agent on this client: boot it, publish n records, loop them out.

@@ -6,6 +6,7 @@
 #       wait to be killed
 #   store_program.py FLASH PORT drain           connect and send what the store holds,
 #       then print "DRAINED"
+# A last argument "asyncio" runs fleetwire.aio.AsyncClient instead of MQTTClient.
 import sys
 import time
 
@@ -22,13 +23,27 @@ if flash_path.endswith(".partition"):
     store = RingStore(NorFlash(8, block_size=1024, path=flash_path))
 else:
     store = flash_path  # a directory: the client makes a FileStore of it
+AIO = sys.argv[-1] == "asyncio"
+if AIO:
+    import asyncio
+    from fleetwire.aio import AsyncClient as MQTTClient
+
+    def pub(topic, msg, qos):
+        asyncio.run(c.publish(topic, msg, False, qos, False))
+
+else:
+
+    def pub(topic, msg, qos):
+        c.publish(topic, msg, False, qos, block=False)
+
+
 c = MQTTClient("killed-device", "127.0.0.1", port, store=store, max_inflight=4, max_packet=256, timeout=5)
 if mode == "publish":
     i = int(sys.argv[4])
     last = i + int(sys.argv[5])  # publish at most this many, then wait to be killed
     while i < last:
         try:
-            c.publish(b"kill/test", b"%d" % i, qos=1 + i % 2, block=False)
+            pub(b"kill/test", b"%d" % i, 1 + i % 2)
         except StoreFull:
             print("FULL")
             break
@@ -37,6 +52,18 @@ if mode == "publish":
     print("WAITING")
     while True:
         time.sleep(1)
+elif AIO:
+
+    async def drain():
+        done = []
+        c.on_delivered = done.append
+        await c.connect(False)
+        while c.pending:
+            await asyncio.sleep(0.1)
+        await c.disconnect()
+        print("DRAINED %d" % len(done))
+
+    asyncio.run(drain())
 else:
     done = []
     c.on_delivered = done.append

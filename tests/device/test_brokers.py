@@ -1,7 +1,7 @@
 """The client end to end against every broker of the matrix (fleetwire.host.brokers:
 mosquitto, aedes, amqtt, RabbitMQ), as a device process on the MicroPython unix port
-(80 KB heap) and on CPython, with paho-mqtt as the other party: the client
-interoperability scenarios, one test each.
+(80 KB heap) and on CPython, each front (MQTTClient and AsyncClient), with paho-mqtt as the
+other party: the client interoperability scenarios, one test each.
 
 Where a broker departs from MQTT 3.1.1 the test asserts what that broker does (its
 quirk: broker.quirk(feature) names it, its class describes it, the README's table
@@ -18,9 +18,10 @@ import pytest
 
 
 @pytest.fixture
-def tag(request, interp):
-    """A short name of this test on this interpreter, for its topics and client ids."""
-    return "%08x-%s" % (zlib.crc32(request.node.originalname.encode()), interp[:2])
+def tag(request, interp, front):
+    """A short name of this test on this interpreter and front, for its topics and client
+    ids. Every test takes it, so every test runs on both fronts (MQTTClient, AsyncClient)."""
+    return "%08x-%s%s" % (zlib.crc32(request.node.originalname.encode()), interp[:2], front[0])
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """Kill test: a device publishing QoS 1 and 2 while offline is killed
 with SIGKILL at random moments and started again on the same flash image; when
 it connects a subscriber receives every message a publish() accepted,
-QoS 2 exactly once. On MicroPython (80K heap) and CPython; the ring store on an
-emulated partition, and the file store in a directory."""
+QoS 2 exactly once. On MicroPython (80K heap) and CPython, each front (MQTTClient and
+AsyncClient); the ring store on an emulated partition, and the file store in a directory."""
 
 import os
 import random
@@ -17,19 +17,24 @@ from support import ROOT, device_command
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "store_program.py")
 
 
-def start(interp, board_lib, *args):
-    cmd, env = device_command(interp, board_lib, PROGRAM)
+def start(interp, board_lib, front, flash, *args):
+    # a ring store's partition (8 KB) is in the unix port's heap; on a board it is flash
+    cmd, env = device_command(interp, board_lib, PROGRAM, 8 if flash.endswith(".partition") else 0)
     if interp == "micropython":
         env["MICROPYPATH"] += os.pathsep + os.path.join(ROOT, "host")
     return subprocess.Popen(
-        cmd + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        cmd + [flash] + [str(a) for a in args] + [front],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 
 @pytest.mark.parametrize("store", ["ring", "file"])
 @pytest.mark.parametrize("interp", ["micropython", "cpython"])
 def test_messages_accepted_before_a_kill_reach_the_subscriber(
-    interp, store, board_lib, tmp_path, make_observer
+    interp, front, store, board_lib, tmp_path, make_observer
 ):
     if interp == "cpython":
         board_lib = None
@@ -46,7 +51,7 @@ def test_messages_accepted_before_a_kill_reach_the_subscriber(
             # payload is ever used twice.
             want = rng.randrange(3, 15)  # kill after this many more acceptances,
             n = 0  # while the next few are being made
-            p = start(interp, board_lib, flash, broker.port, "publish", 1000 * kill, want + 4)
+            p = start(interp, board_lib, front, flash, broker.port, "publish", 1000 * kill, want + 4)
             while n < want:
                 line = p.stdout.readline()
                 if not line:
@@ -60,7 +65,7 @@ def test_messages_accepted_before_a_kill_reach_the_subscriber(
             accepted += [int(x.split()[1]) for x in out.splitlines() if x.startswith("ACCEPTED")]
         obs = make_observer(broker)
         obs.subscribe("kill/test", qos=2)
-        p = start(interp, board_lib, flash, broker.port, "drain")
+        p = start(interp, board_lib, front, flash, broker.port, "drain")
         out, err = p.communicate(timeout=120)
         assert "DRAINED" in out, err
         obs.wait_until(lambda m: {int(x[1]) for x in m} >= set(accepted), timeout=20)

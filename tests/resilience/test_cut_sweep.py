@@ -4,8 +4,9 @@ by itself and the message still arrives: at least once for QoS 1, exactly once
 for QoS 2. Outbound, an independent paho-mqtt subscriber counts what arrives;
 inbound, the device's own callback does.
 
-The device is the real client on MicroPython (80 KB heap) and on CPython, one
-process per sweep, behind the fault-injecting proxy in front of mosquitto. Cuts
+The device is the real client, each front (MQTTClient and AsyncClient), on MicroPython
+(80 KB heap) and on CPython, one process per sweep, behind the fault-injecting proxy in
+front of mosquitto. Cuts
 are resets (RST), as a lost Wi-Fi link looks; the session is persistent
 (clean_session=False), as exactly-once needs.
 """
@@ -18,8 +19,8 @@ import pytest
 TIMEOUT = 20
 
 
-def start(device, proxy, interp, name):
-    d = device("sw-%s-%s" % (name, interp[:2]))
+def start(device, proxy, interp, front, name):
+    d = device("sw-%s-%s-%s" % (name, front[0], interp[:2]))
     d.call(
         "init",
         id=d.client_id,
@@ -69,11 +70,11 @@ def check(counts, sent, qos, points):
 
 @pytest.mark.parametrize("qos", [1, 2])
 def test_outbound_survives_a_cut_at_every_byte_and_after_every_packet(
-    device, make_proxy, make_observer, interp, qos, cut_report
+    device, make_proxy, make_observer, interp, front, qos, cut_report
 ):
     p = make_proxy()
-    d = start(device, p, interp, "out%d" % qos)
-    topic = "sweep/out/%s/%d" % (interp, qos)
+    d = start(device, p, interp, front, "out%d" % qos)
+    topic = "sweep/out/%s/%s/%d" % (front, interp, qos)
     o = make_observer()
     o.subscribe(topic, 2)
     sent = []
@@ -112,11 +113,11 @@ def test_outbound_survives_a_cut_at_every_byte_and_after_every_packet(
 
 @pytest.mark.parametrize("qos", [1, 2])
 def test_inbound_survives_a_cut_at_every_byte_and_after_every_packet(
-    device, make_proxy, make_observer, interp, qos, cut_report
+    device, make_proxy, make_observer, interp, front, qos, cut_report
 ):
     p = make_proxy()
-    d = start(device, p, interp, "in%d" % qos)
-    topic = "sweep/in/%s/%d" % (interp, qos)
+    d = start(device, p, interp, front, "in%d" % qos)
+    topic = "sweep/in/%s/%s/%d" % (front, interp, qos)
     d.call("sub", topic=topic, qos=2)
     pub = make_observer()
     sent = []
@@ -156,14 +157,14 @@ def test_inbound_survives_a_cut_at_every_byte_and_after_every_packet(
 
 
 def test_a_cut_during_the_reconnect_itself_loses_nothing(
-    device, make_proxy, make_observer, interp, cut_report
+    device, make_proxy, make_observer, interp, front, cut_report
 ):
     """A QoS 2 message is in flight when the link drops; the reconnect (CONNECT,
     CONNACK, the resent PUBLISH and the rest of the flow) is then cut at each of
     its byte offsets in turn, so the resend itself is interrupted."""
     p = make_proxy()
-    d = start(device, p, interp, "recon")
-    topic = "sweep/recon/%s" % interp
+    d = start(device, p, interp, front, "recon")
+    topic = "sweep/recon/%s/%s" % (front, interp)
     o = make_observer()
     o.subscribe(topic, 2)
     sent = []
