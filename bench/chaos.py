@@ -26,9 +26,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from fleetwire.host import build, micropython  # noqa: E402
-from fleetwire.host.mosquitto import Mosquitto  # noqa: E402
-from fleetwire.host.proxy import Proxy  # noqa: E402
+from fleetwire.host.rig import build, micropython  # noqa: E402
+from fleetwire.host.brokers.mosquitto import Mosquitto  # noqa: E402
+from fleetwire.host.testing.proxy import Proxy  # noqa: E402
 
 DEVICE = os.path.join(HERE, "chaos_device.py")
 KEEPALIVE = 1

@@ -27,7 +27,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from fleetwire.host import build, micropython  # noqa: E402
+from fleetwire.host.rig import build, micropython  # noqa: E402
 
 DEVICE = os.path.join(HERE, "codec_device.py")
 ORDER = ["encode", "decode", "check", "obj-encode", "obj-decode"]

@@ -1,6 +1,6 @@
 # An ESP32 data partition emulated by a file, for bench/heap.py's store program on the unix
 # port: MicroPython's extended block protocol, as esp32.Partition offers it, with the flash
-# in a file rather than in the heap (host/norflash.py, the suite's emulator, keeps its flash
+# in a file rather than in the heap (host/portable/norflash.py, the suite's emulator, keeps its flash
 # in a bytearray: firmware/partitions-mqtt.csv's 256 KB partition would not fit a board's
 # heap, and would swamp the smallest heap measured). Programs overwrite bytes as NOR flash
 # does only because the ring store programs a state byte as the AND of what it read.

@@ -10,10 +10,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import asyncio, time, resource, json  # noqa: E401
-from fleetwire.host.sim import Simulator, _raise_fd_limit
-from fleetwire.host.mosquitto import Mosquitto
+from fleetwire.host.fleet.sim import Simulator, raise_fd_limit
+from fleetwire.host.brokers.mosquitto import Mosquitto
 
-_raise_fd_limit(4096)
+raise_fd_limit(4096)
 print("fd limit", resource.getrlimit(resource.RLIMIT_NOFILE))
 b = Mosquitto(max_queued=100000).start()
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000

@@ -44,8 +44,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from fleetwire.host import build, micropython  # noqa: E402
-from fleetwire.host.mosquitto import Mosquitto  # noqa: E402
+from fleetwire.host.rig import build, micropython  # noqa: E402
+from fleetwire.host.brokers.mosquitto import Mosquitto  # noqa: E402
 
 sys.path.insert(0, HERE)
 from client import compile_mpy, frozen_build, smallest, umqtt_tree  # noqa: E402

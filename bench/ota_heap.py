@@ -1,6 +1,6 @@
 """What an over-the-air update costs a board's heap while it downloads (fleetwire.ota), by
 chunk size and by release size, on the MicroPython unix port: fleetwire from .mpy, a client
-connected to mosquitto, the update service (fleetwire.host.otaserve) serving an app bundle.
+connected to mosquitto, the update service (fleetwire.host.rollout.service) serving an app bundle.
 
     .venv/bin/python bench/ota_heap.py [--micropython32 BINARY] [--heap 256K]
 
@@ -36,10 +36,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from fleetwire.host import build, micropython  # noqa: E402
-from fleetwire.host.mosquitto import Mosquitto  # noqa: E402
-from fleetwire.host.otaserve import UpdateService  # noqa: E402
-from fleetwire.host.release import Release, pack  # noqa: E402
+from fleetwire.host.rig import build, micropython  # noqa: E402
+from fleetwire.host.brokers.mosquitto import Mosquitto  # noqa: E402
+from fleetwire.host.rollout.service import UpdateService  # noqa: E402
+from fleetwire.host.rollout.release import Release, pack  # noqa: E402
 
 DEVICE = os.path.join(HERE, "ota_heap_device.py")
 CHUNKS = (256, 512, 1024, 2048)

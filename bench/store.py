@@ -10,7 +10,7 @@ adds to the client, heap allocated per message (the emulator's reads included),
 and the projected life of the partition at one message a second on flash rated
 for 100,000 erase cycles (wear spread over all blocks, as both stores do).
 
---sweep also runs the full power-cut sweep (host/cutsweep.py) on MicroPython, in
+--sweep also runs the full power-cut sweep (host/portable/cutsweep.py) on MicroPython, in
 --jobs worker processes (at most 2): the ring store on a new and on an aged
 partition, the file store on LittleFS. A device and its broker play a workload
 (QoS 1 and 2 publishes, PUBACK, PUBREC/PUBREL/PUBCOMP, inbound QoS 2 held until
@@ -35,14 +35,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from fleetwire.host import build, micropython  # noqa: E402
+from fleetwire.host.rig import build, micropython  # noqa: E402
+from fleetwire.host.portable import PATH as PORTABLE  # noqa: E402
 
 BLOCKS = 64
 CYCLES = 100000
 
 
 def run(lib, kind, payload, outstanding, n):
-    env = dict(os.environ, MICROPYPATH=os.pathsep.join([lib, ".frozen", os.path.join(ROOT, "host")]))
+    env = dict(os.environ, MICROPYPATH=os.pathsep.join([lib, ".frozen", PORTABLE]))
     r = subprocess.run(
         [
             micropython.binary(),
@@ -174,7 +175,7 @@ OUTCOMES = ("lost", "resurrected", "duplicated", "QoS 1 resent (allowed)", "reor
 
 
 def sweep_shard(lib, kind, rounds, aged, heap, shard, jobs):
-    env = dict(os.environ, MICROPYPATH=os.pathsep.join([lib, ".frozen", os.path.join(ROOT, "host")]))
+    env = dict(os.environ, MICROPYPATH=os.pathsep.join([lib, ".frozen", PORTABLE]))
     return subprocess.Popen(
         [
             micropython.binary(),

@@ -1,5 +1,5 @@
 # Runs on the MicroPython unix port (bench/store.py --sweep starts it): one shard of
-# the flash power-cut sweep (host/cutsweep.py), then the plain-replay check of a
+# the flash power-cut sweep (host/portable/cutsweep.py), then the plain-replay check of a
 # few of its cut points. One JSON line.
 #   micropython store_sweep_device.py KIND ROUNDS AGED SHARD NSHARDS SAMPLES
 import json

@@ -28,8 +28,10 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from fleetwire.host import build, micropython, pki  # noqa: E402
-from fleetwire.host.mosquitto import Mosquitto  # noqa: E402
+from fleetwire.host.rig import build, micropython  # noqa: E402
+
+from fleetwire.host.identity import pki  # noqa: E402
+from fleetwire.host.brokers.mosquitto import Mosquitto  # noqa: E402
 
 sys.path.insert(0, HERE)
 from client import compile_mpy, smallest  # noqa: E402

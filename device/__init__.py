@@ -6,7 +6,7 @@
 # client module needs both, and a module of their own would cost a board its module
 # (about 240 bytes). The classes a caller tells apart (errkinds.py) load with the first
 # error that needs one, through __getattr__ below; errors.py is their documented home.
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 class MQTTException(Exception):

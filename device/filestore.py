@@ -21,7 +21,7 @@ except ImportError:
     from .cpython import const
 
 from .codec import wire
-from .codec.wire import _header  # the codec's fixed-header writer (its varint)
+from .codec.wire import header  # the codec's fixed-header writer (its varint)
 from . import say
 from .store import StoreFull, UNSENT, AWAIT_REC, LIVE
 
@@ -200,7 +200,7 @@ class FileStore:
         # payload written from the caller's bytes (checked by the session)
         mv = self._mv
         n = 4 + len(topic) + len(msg)
-        h = _header(mv[_HDR:], 0x30 | qos << 1 | (1 if retain else 0), n, 0) + _HDR
+        h = header(mv[_HDR:], 0x30 | qos << 1 | (1 if retain else 0), n, 0) + _HDR
         mv[h] = len(topic) >> 8
         mv[h + 1] = len(topic) & 255
         mv[h + 2] = pid >> 8

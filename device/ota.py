@@ -27,7 +27,7 @@ try:
 except ImportError:
     from .cpython import ticks_ms, ticks_diff
 
-from .vitals import _copy, _int
+from .vitals import copy, num
 
 # the state the vitals record reports (index = state)
 IDLE, DOWNLOADING, VERIFYING, APPLIED, CONFIRMED, ROLLED_BACK, REFUSED, FAILED, CANCELLED = range(9)
@@ -157,19 +157,19 @@ class Updater:
         """The record's "ota" member, formatted into buf at i -> the new end. No allocation."""
         if self.state == IDLE:
             return i
-        i = _copy(buf, i, b',"ota":{"state":')
-        i = _copy(buf, i, _JSON[self.state])
-        i = _copy(buf, i, b',"version":')
-        i = _copy(buf, i, self.version)
+        i = copy(buf, i, b',"ota":{"state":')
+        i = copy(buf, i, _JSON[self.state])
+        i = copy(buf, i, b',"version":')
+        i = copy(buf, i, self.version)
         if self.state == DOWNLOADING or self.state == VERIFYING:
-            i = _copy(buf, i, b',"done":')
-            i = _int(buf, i, self.done)
-            i = _copy(buf, i, b',"size":')
-            i = _int(buf, i, self.size)
-        i = _copy(buf, i, b',"code":')
-        i = _copy(buf, i, self.code)
-        i = _copy(buf, i, b',"reason":')
-        i = _copy(buf, i, self.reason)
+            i = copy(buf, i, b',"done":')
+            i = num(buf, i, self.done)
+            i = copy(buf, i, b',"size":')
+            i = num(buf, i, self.size)
+        i = copy(buf, i, b',"code":')
+        i = copy(buf, i, self.code)
+        i = copy(buf, i, b',"reason":')
+        i = copy(buf, i, self.reason)
         buf[i] = 125  # "}"
         return i + 1
 

@@ -43,7 +43,7 @@ def save(st, path=STATE):
 
 class FileStates:
     """fleetwire.ota's records by key: "boot" (ota/boot.json) and "dl" (ota/dl.json). A
-    simulated device keeps them in RAM instead (fleetwire.host.sim)."""
+    simulated device keeps them in RAM instead (fleetwire.host.fleet.sim)."""
 
     PATHS = {"boot": STATE, "dl": DL}
 

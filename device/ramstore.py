@@ -14,7 +14,7 @@ from .ringstore import RingStore
 _RAM_SMALL = const(37)  # an error, by its line in reasons.TEXT
 
 
-class _RamBlocks:
+class RamBlocks:
     # the extended block protocol over a bytearray; erased bytes read 0xFF
     def __init__(self, blocks, block_size):
         self.bs = block_size
@@ -48,4 +48,4 @@ class RamStore(RingStore):
     def __init__(self, size=16384, block_size=2048):
         if size // block_size < 3:
             raise ValueError(say(_RAM_SMALL))
-        super().__init__(_RamBlocks(size // block_size, block_size))
+        super().__init__(RamBlocks(size // block_size, block_size))

@@ -30,7 +30,7 @@ try:
 except ImportError:
     from .cpython import const
 
-from .codec.wire import _header  # the codec's fixed-header writer (its varint)
+from .codec.wire import header  # the codec's fixed-header writer (its varint)
 from . import say
 from .store import StoreFull, UNSENT, LIVE, once
 
@@ -95,7 +95,7 @@ class RingStore:
         dev = self.dev
         dev.readblocks(b, hb, a)
         k = _u16(hb, 6)  # the topic length, the topic and the payload
-        i = _header(buf, hb[5], k + 2) - 1  # the fixed header; then the packet id follows
+        i = header(buf, hb[5], k + 2) - 1  # the fixed header; then the packet id follows
         p = i + 3 + (hb[12] << 8 | hb[13])  # where the packet id goes
         n = i + 3 + k
         mv = memoryview(buf)

@@ -34,16 +34,16 @@ _NULL = b"null"
 _CAUSES = ("power_on", "deliberate", "watchdog", "panic", "brownout")
 
 
-def _copy(buf, i, b):
+def copy(buf, i, b):
     # byte by byte: a slice assignment would allocate a slice object
     for k in range(len(b)):
         buf[i + k] = b[k]
     return i + len(b)
 
 
-def _int(buf, i, n):
+def num(buf, i, n):
     if n is None:
-        return _copy(buf, i, _NULL)
+        return copy(buf, i, _NULL)
     if n < 0:
         buf[i] = 45  # "-"
         i += 1
@@ -231,46 +231,46 @@ class Vitals:
         store = getattr(c, "store", None)
         buf = self._buf
         K = _KEYS
-        i = _copy(buf, 0, K[0])
-        i = _copy(buf, i, self._id)
-        i = _copy(buf, i, K[1])
-        i = _copy(buf, i, self._fw)
-        i = _copy(buf, i, K[2])
-        i = _int(buf, i, st["boot_id"])
-        i = _copy(buf, i, K[3])
-        i = _int(buf, i, b.epoch_ms())
-        i = _copy(buf, i, K[4])
-        i = _int(buf, i, st["seq"])
-        i = _copy(buf, i, K[5])
-        i = _int(buf, i, b.uptime_ms() // 1000)
-        i = _copy(buf, i, K[6])
-        i = _int(buf, i, free)
-        i = _copy(buf, i, K[7])
-        i = _int(buf, i, low)
-        i = _copy(buf, i, K[8])
-        i = _int(buf, i, b.rssi())
-        i = _copy(buf, i, K[9])
-        i = _int(buf, i, b.vbat_mv())
-        i = _copy(buf, i, K[10])
-        i = _int(buf, i, st["reconnects"])
-        i = _copy(buf, i, K[11])
-        i = _int(buf, i, st["publish_fail"])
-        i = _copy(buf, i, K[12])
-        i = _int(buf, i, st["queue_drops"])
-        i = _copy(buf, i, K[13])
-        i = _int(buf, i, depth)
-        i = _copy(buf, i, K[14])
-        i = _int(buf, i, store.backlog if store is not None else 0)
-        i = _copy(buf, i, K[15])
-        i = _int(buf, i, self.latency_ms)
-        i = _copy(buf, i, K[16])
+        i = copy(buf, 0, K[0])
+        i = copy(buf, i, self._id)
+        i = copy(buf, i, K[1])
+        i = copy(buf, i, self._fw)
+        i = copy(buf, i, K[2])
+        i = num(buf, i, st["boot_id"])
+        i = copy(buf, i, K[3])
+        i = num(buf, i, b.epoch_ms())
+        i = copy(buf, i, K[4])
+        i = num(buf, i, st["seq"])
+        i = copy(buf, i, K[5])
+        i = num(buf, i, b.uptime_ms() // 1000)
+        i = copy(buf, i, K[6])
+        i = num(buf, i, free)
+        i = copy(buf, i, K[7])
+        i = num(buf, i, low)
+        i = copy(buf, i, K[8])
+        i = num(buf, i, b.rssi())
+        i = copy(buf, i, K[9])
+        i = num(buf, i, b.vbat_mv())
+        i = copy(buf, i, K[10])
+        i = num(buf, i, st["reconnects"])
+        i = copy(buf, i, K[11])
+        i = num(buf, i, st["publish_fail"])
+        i = copy(buf, i, K[12])
+        i = num(buf, i, st["queue_drops"])
+        i = copy(buf, i, K[13])
+        i = num(buf, i, depth)
+        i = copy(buf, i, K[14])
+        i = num(buf, i, store.backlog if store is not None else 0)
+        i = copy(buf, i, K[15])
+        i = num(buf, i, self.latency_ms)
+        i = copy(buf, i, K[16])
         if self._cause is not None:  # only on the first record after a boot
-            i = _copy(buf, i, self._causes[_CAUSES.index(self._cause)])
+            i = copy(buf, i, self._causes[_CAUSES.index(self._cause)])
             self._cause = None
         else:
-            i = _copy(buf, i, _NULL)
-        i = _copy(buf, i, K[17])
-        i = _int(buf, i, self.period_s)
+            i = copy(buf, i, _NULL)
+        i = copy(buf, i, K[17])
+        i = num(buf, i, self.period_s)
         if self.ota is not None:
             i = self.ota.fmt(buf, i)
         buf[i] = 125  # "}"

@@ -62,7 +62,7 @@ def pack_publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0):
             fail_as("pid_qos0")
     # the whole packet must fit buf (wire.put_publish would pack only its head): the fixed
     # header's writer checks it, and put_publish writes the header again
-    wire._header(buf, 0x30, 2 + len(topic) + (2 if qos else 0) + len(payload))
+    wire.header(buf, 0x30, 2 + len(topic) + (2 if qos else 0) + len(payload))
     return wire.put_publish(buf, topic, payload, qos, retain, dup, pid)
 
 
@@ -286,7 +286,7 @@ class Suback(Packet):
         for rc in self.return_codes:
             if rc not in (0, 1, 2, SUBACK_FAILURE):
                 fail("SUBACK return code %r is reserved" % (rc,), "MQTT-3.9.3-2")
-        i = put_u16(buf, wire._header(buf, 0x90, 2 + len(self.return_codes)), self.packet_id)
+        i = put_u16(buf, wire.header(buf, 0x90, 2 + len(self.return_codes)), self.packet_id)
         for rc in self.return_codes:
             buf[i] = rc
             i += 1

@@ -147,7 +147,7 @@ def varint_size(n):
     return 1 if n < 128 else 2 if n < 16384 else 3 if n < 2097152 else 4
 
 
-def _header(buf, first, n, part=-1):
+def header(buf, first, n, part=-1):
     # Writes the fixed header of a packet with an n-byte body -> the offset of the body;
     # the header and `part` bytes of the body (all of it by default) must fit buf.
     if n > _MAX_REMAINING:
@@ -184,7 +184,7 @@ def put_publish(buf, topic, payload, qos, retain, dup, pid):
         buf[1] = n
         i = 2
     else:
-        i = _header(buf, first, n, n - pl)
+        i = header(buf, first, n, n - pl)
     buf[i] = tl >> 8
     buf[i + 1] = tl & 255
     i += 2
@@ -248,7 +248,7 @@ def pack_connect(
             if k != 3 and k != 5:
                 check_utf8(s, 0, m)
             n += 2 + m
-    i = _header(buf, 0x10, n)
+    i = header(buf, 0x10, n)
     for k in range(6):
         s = f[k]
         if s is not None:
@@ -301,7 +301,7 @@ def pack_subscribe(buf, pid, filters, t=_SUBSCRIBE):
         else:
             n += len(check_filter(f))
         n += 2
-    i = _header(buf, t << 4 | 2, n)
+    i = header(buf, t << 4 | 2, n)
     buf[i] = pid >> 8
     buf[i + 1] = pid & 255
     i += 2

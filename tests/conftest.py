@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from fleetwire.host import build, micropython
+from fleetwire.host.rig import build, micropython
 
-pytest_plugins = ["fleetwire.host.pytest_plugin", "fleetwire.host.hil"]
+pytest_plugins = ["fleetwire.host.testing.pytest_plugin", "fleetwire.host.testing.hil"]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

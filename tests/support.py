@@ -12,7 +12,7 @@ def device_command(interp, board_lib, script, extra_heap_kb=0):
     tree and DEVICE_HEAP (plus extra_heap_kb for what the unix port keeps in the heap
     and a board does not, such as an emulated flash partition), or CPython unbuffered."""
     import sys
-    from fleetwire.host import micropython
+    from fleetwire.host.rig import micropython
 
     env = dict(os.environ)
     if interp == "micropython":

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from fleetwire.host import micropython
+from fleetwire.host.rig import micropython
 
 FW = [sys.executable, "-m", "fleetwire.tools.cli"]
 

@@ -1,9 +1,9 @@
-"""The codec answers every vector in tests/vectors/codec.jsonl the same way on CPython
+"""The codec answers every vector in host/portable/vectors/codec.jsonl the same way on CPython
 and on MicroPython (unix port, the .mpy board tree, a device-sized heap).
 
 The vectors are the specification: bytes computed from the MQTT 3.1.1 standard and
-the statement id each malformed input must be rejected with. tests/vectors/README.md
-describes the format; tests/vectors/run_vectors.py checks one vector on either
+the statement id each malformed input must be rejected with. host/portable/vectors/README.md
+describes the format; host/portable/vectors/run_vectors.py checks one vector on either
 interpreter, and this file runs it on both and reports every vector by name."""
 
 import importlib.util
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from fleetwire.host.vectors import RUNNER, VECTOR_FILE, parse_results, summary_line
+from fleetwire.host.portable.vectors import RUNNER, VECTOR_FILE, parse_results, summary_line
 
 SMALL_HEAP = "64K"  # what a small board leaves a program
 BIG_HEAP = "1M"  # vectors marked "big" hold 64 KB strings (as `fleetwire selfcheck`)
@@ -97,7 +97,7 @@ def mp_vector_run(board_lib, tmp_path_factory):
 
     The runner is precompiled like the codec (as `fleetwire selfcheck` does): compiling
     it from source inside a 64 KB heap would fragment the heap the vectors need."""
-    from fleetwire.host import build, micropython
+    from fleetwire.host.rig import build, micropython
 
     rdir = str(tmp_path_factory.mktemp("vector-runner"))
     subprocess.run(

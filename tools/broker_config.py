@@ -16,9 +16,7 @@ broker (SIGHUP) to apply it. Host tools log in with certificates from `fleetwire
 import os
 import sys
 
-from fleetwire.host import pki
-
-HELP = "write a mosquitto configuration that enforces fleet identity (mutual TLS, ACL, CRL)"
+from fleetwire.host.identity import pki
 
 
 def add_arguments(p):
@@ -50,7 +48,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from fleetwire.host import brokerconf
+    from fleetwire.host.identity import brokerconf
 
     if not 0 < args.port < 65536:
         print("fleetwire broker-config: --port must be 1..65535", file=sys.stderr)

@@ -7,8 +7,6 @@ Deploy tools copy exactly this tree to a board's /lib."""
 import os
 import sys
 
-HELP = "write the board tree DIR/lib/fleetwire from device/ + shared/"
-
 
 def add_arguments(p):
     p.add_argument("--out", default="build/board", help="output directory (default: build/board)")
@@ -22,7 +20,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from fleetwire.host.build import BuildError, build
+    from fleetwire.host.rig.build import BuildError, build
 
     try:
         files = build(args.out, mpy=args.mpy, arch=args.arch, lines=args.lines)

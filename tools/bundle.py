@@ -8,8 +8,6 @@ in one archive the board unpacks beside the running app and switches to as one p
 
 import sys
 
-HELP = "build an app bundle (board tree + app) for over-the-air updates"
-
 
 def add_arguments(p):
     p.add_argument("--version", required=True, help="the release's version (1 to 31 characters)")
@@ -26,7 +24,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from fleetwire.host.release import Release, ReleaseError, bundle
+    from fleetwire.host.rollout.release import Release, ReleaseError, bundle
 
     try:
         data = bundle(args.version, args.app, mpy=not args.py, arch=args.arch)

@@ -16,9 +16,7 @@ Brokers get their configuration from `fleetwire broker-config`.
 import os
 import sys
 
-from fleetwire.host import pki
-
-HELP = "the fleet CA: init, issue certificates for host tools, revoke, list"
+from fleetwire.host.identity import pki
 
 
 def add_arguments(p):

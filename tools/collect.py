@@ -16,8 +16,6 @@ import signal
 import sys
 import time
 
-HELP = "land fleet telemetry from the broker as hourly NDJSON files (for `fleetwire report`)"
-
 
 def add_arguments(p):
     p.add_argument("--broker", default="127.0.0.1:1883", help="HOST:PORT (default %(default)s)")
@@ -49,7 +47,7 @@ def _stop(signum, frame):
 
 
 def run(args):
-    from fleetwire.host.collector import Collector
+    from fleetwire.host.fleet.collector import Collector
 
     host, _, port = args.broker.rpartition(":")
     if not port.isdigit():

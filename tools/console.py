@@ -8,8 +8,6 @@ pattern is seen.
 
 import sys
 
-HELP = "a serial console that survives resets: timestamps, log file, stop on a pattern"
-
 
 def add_arguments(p):
     p.add_argument("--port", required=True)
@@ -21,7 +19,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from fleetwire.host.console import ConsoleError, console
+    from fleetwire.host.rig.console import ConsoleError, console
 
     try:
         hit = console(args.port, args.log, args.until, args.timeout, baud=args.baud, wait=args.wait)

@@ -23,8 +23,6 @@ import tempfile
 import threading
 import time
 
-HELP = "the fleet demo: broker, simulated fleet, collector and the Spark report, in one go"
-
 
 def add_arguments(p):
     p.add_argument("--devices", type=int, default=200, help="simulated devices (default %(default)s)")
@@ -59,7 +57,7 @@ def add_arguments(p):
     )
 
 
-# The story's releases: the fleet runs BASE; BAD crashes more (fleetwire.host.sim.BAD); GOOD
+# The story's releases: the fleet runs BASE; BAD crashes more (fleetwire.host.fleet.device.BAD); GOOD
 # crashes less than BASE.
 BASE, BAD, GOOD = "1.4.2", "1.5.0", "1.5.1"
 
@@ -69,7 +67,7 @@ def say(msg):
 
 
 def ensure_mosquitto():
-    from fleetwire.host.mosquitto import MosquittoMissing, find_mosquitto
+    from fleetwire.host.brokers.mosquitto import MosquittoMissing, find_mosquitto
 
     try:
         return find_mosquitto()
@@ -91,9 +89,9 @@ def ensure_mosquitto():
 
 
 def run(args):
-    from fleetwire.host.collector import Collector
-    from fleetwire.host.mosquitto import Mosquitto
-    from fleetwire.host.sim import Simulator, _raise_fd_limit
+    from fleetwire.host.fleet.collector import Collector
+    from fleetwire.host.brokers.mosquitto import Mosquitto
+    from fleetwire.host.fleet.sim import Simulator, raise_fd_limit
 
     if args.devices < 1 or args.duration <= 0 or args.hours <= 0 or args.period < 1:
         print("fleetwire demo: --devices, --duration, --hours and --period must be positive", file=sys.stderr)
@@ -110,13 +108,13 @@ def run(args):
     report_dir = os.path.join(out, "report")
     for d in (landing, report_dir):
         shutil.rmtree(d, ignore_errors=True)
-    _raise_fd_limit(args.devices * 3 + 256)  # mosquitto inherits it: a socket per device
+    raise_fd_limit(args.devices * 3 + 256)  # mosquitto inherits it: a socket per device
     speed = args.hours * 3600 / args.duration
     broker = collector = None
     t0 = time.monotonic()
     pki_dir = tempfile.mkdtemp(prefix="fleetwire-demo-pki-")  # a throwaway fleet CA, keys and all
     try:
-        from fleetwire.host.pki import FleetCA
+        from fleetwire.host.identity.pki import FleetCA
 
         ca = FleetCA.create(os.path.join(pki_dir, "ca"), "fleetwire demo CA")
         broker = Mosquitto(max_queued=1000000, identity=ca).start()
@@ -205,9 +203,9 @@ def run(args):
 def rollouts(args, sim, broker, ca, cert, key, collector, out, speed):
     """The story: a while on BASE, the bad release halted by the gate (its devices ordered
     back), the good one to 100 % -> lines that say how each ended."""
-    from fleetwire.host import rollout as ro
-    from fleetwire.host.otaserve import UpdateService
-    from fleetwire.host.release import Release, pack
+    from fleetwire.host.rollout import staged as ro
+    from fleetwire.host.rollout.service import UpdateService
+    from fleetwire.host.rollout.release import Release, pack
 
     svc = UpdateService(
         broker.host, broker.port, client_id="demo-rollout", tls_ca=ca.cert_path, tls_cert=cert, tls_key=key

@@ -21,8 +21,6 @@ is checked before the board is touched.
 
 import sys
 
-HELP = "deploy fleetwire, boot.py/main.py and config.json to a board, copying only what changed"
-
 
 def add_arguments(p):
     p.add_argument("--port", required=True, help="the board's serial port (or a virtual board's pty)")
@@ -53,7 +51,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from fleetwire.host.deploy import DeployError, deploy, load_config
+    from fleetwire.host.rig.deploy import DeployError, deploy, load_config
 
     try:
         cfg = load_config(args.config) if args.config else None

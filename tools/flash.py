@@ -12,11 +12,9 @@ parallel with a progress bar each and a summary table at the end.
 
 import sys
 
-HELP = "flash MicroPython firmware to one or many ESP32 boards (esptool), with clear errors"
-
 
 def add_arguments(p):
-    from fleetwire.host.flash import CHIPS
+    from fleetwire.host.rig.flash import CHIPS
 
     p.add_argument("--port", action="append", required=True, help="serial port or glob (repeatable)")
     p.add_argument("--firmware", required=True, help="the MicroPython .bin")
@@ -34,8 +32,14 @@ def add_arguments(p):
 
 
 def run(args):
-    from fleetwire.host import partitions as pt
-    from fleetwire.host.flash import FlashError, check_firmware, check_partitions, expand_ports, flash_many
+    from fleetwire.host.rig import partitions as pt
+    from fleetwire.host.rig.flash import (
+        FlashError,
+        check_firmware,
+        check_partitions,
+        expand_ports,
+        flash_many,
+    )
 
     chip = None if args.chip == "auto" else args.chip
     parts = None

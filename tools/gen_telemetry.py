@@ -5,8 +5,6 @@ OTA rollout to 1.5.1, leaking heaps, battery drain and devices going silent.
   fleetwire gen-telemetry --devices 200 --hours 24 --out landing/
 """
 
-HELP = "write a synthetic telemetry landing zone (for `fleetwire report`)"
-
 
 def add_arguments(p):
     p.add_argument("--devices", type=int, default=50, help="number of devices (default 50)")
@@ -27,14 +25,8 @@ def add_arguments(p):
 def run(args):
     import sys
 
-    try:
-        from fleetwire.host.analytics import generator
-    except ImportError as e:
-        print(
-            "fleetwire gen-telemetry: needs the spark extra (pip install 'fleetwire[spark]'): %s" % e,
-            file=sys.stderr,
-        )
-        return 2
+    from fleetwire.host.analytics import generator
+
     if args.devices < 1 or args.hours <= 0:
         print("fleetwire gen-telemetry: --devices and --hours must be positive", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 
-from fleetwire.host.proxy import SCRIPT_HELP
+from fleetwire.host.testing.proxyscript import SCRIPT_HELP
 
 __doc__ += (
     SCRIPT_HELP
@@ -25,8 +25,6 @@ for 10 s; again and again):
   repeat
 """
 )
-
-HELP = "a fault-injecting MQTT proxy (cut, delay, throttle, blackhole, refuse, corrupt)"
 
 
 def _hostport(text):
@@ -53,7 +51,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from fleetwire.host import proxy
+    from fleetwire.host.testing import proxy, proxyscript
 
     try:
         listen = _hostport(args.listen)
@@ -61,7 +59,7 @@ def run(args):
         steps = []
         if args.script:
             with open(args.script) as f:
-                steps = proxy.parse_script(f.read())
+                steps = proxyscript.parse_script(f.read())
         p = proxy.Proxy(
             upstream,
             listen,
@@ -87,7 +85,7 @@ def run(args):
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         if steps:
-            proxy.run_script(p, steps, stop)
+            proxyscript.run_script(p, steps, stop)
         threading.Event().wait()  # until Ctrl-C
     except KeyboardInterrupt:
         pass

@@ -13,8 +13,6 @@ Exit codes: 0 done, 2 bad input or arguments (the message says what), 1 the job 
 
 import sys
 
-HELP = "build the fleet analytics tables and report.html from a telemetry landing zone (Spark)"
-
 
 def add_arguments(p):
     p.add_argument("--input", required=True, help="landing zone: LANDING/date=YYYY-MM-DD/hour=HH/*.ndjson")
@@ -67,14 +65,8 @@ def add_arguments(p):
 
 
 def run(args):
-    try:
-        from fleetwire.host.analytics import generator, job, landing, session, storage
-    except ImportError as e:
-        print(
-            "fleetwire report: needs the spark extra (pip install 'fleetwire[spark]'): %s" % e,
-            file=sys.stderr,
-        )
-        return 2
+    from fleetwire.host.analytics import generator, job, landing, storage
+
     try:
         since = generator.parse_time(args.since) if args.since else None
     except ValueError:
@@ -89,29 +81,22 @@ def run(args):
     extra = dict(kv.split("=", 1) for kv in args.conf)
     if args.packages:
         extra["spark.jars.packages"] = args.packages
-    cfg = job.Config(
-        input=args.input,
-        out=args.out,
-        fmt=args.format,
-        since_ms=since,
-        incremental=args.incremental,
-        checkpoint=args.checkpoint,
-        reset=args.reset,
-        silent_after_s=int(args.silent_after * 60),
-        report=not args.no_report,
-        log=lambda m: print(m, flush=True),
-    )
-    if storage.is_local(args.input):
-        try:  # a missing or empty landing zone is reported before a JVM is started
-            landing.scan(args.input, args.format)
-        except landing.InputError as e:
-            print("fleetwire report: error: %s" % e, file=sys.stderr)
-            return 2
-    spark = None
     try:
-        spark = session.build(args.master, extra=extra)
-        res = job.run(spark, cfg)
-    except landing.InputError as e:
+        res = job.report(
+            args.input,
+            args.out,
+            args.master,
+            extra,
+            fmt=args.format,
+            since_ms=since,
+            incremental=args.incremental,
+            checkpoint=args.checkpoint,
+            reset=args.reset,
+            silent_after_s=int(args.silent_after * 60),
+            report=not args.no_report,
+            log=lambda m: print(m, flush=True),
+        )
+    except landing.InputError as e:  # a missing or empty landing zone: before a JVM starts
         print("fleetwire report: error: %s" % e, file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - a Spark/Java failure: one clear line, the trace on request
@@ -120,9 +105,6 @@ def run(args):
         print("fleetwire report: the Spark job failed: %s" % _first_line(e), file=sys.stderr)
         print("(run again with --debug for the full stack trace)", file=sys.stderr)
         return 1
-    finally:
-        if spark is not None:
-            spark.stop()
     print("wrote %s in %.1f s: %s" % (args.out, res.seconds, ", ".join(sorted(res.tables))))
     if res.report:
         print("report: %s" % (storage.local_path(res.report) if storage.is_local(res.report) else res.report))

@@ -20,8 +20,6 @@ the numbers are printed), 2 bad input, 1 failure (broker, report).
 import os
 import sys
 
-HELP = "roll a release out to a fleet in stages, with the Spark report as the gate between them"
-
 
 def add_arguments(p):
     p.add_argument("--broker", required=True, help="HOST:PORT")
@@ -118,9 +116,9 @@ def read_devices(path):
 
 
 def run(args):
-    from fleetwire.host import rollout as ro
-    from fleetwire.host.otaserve import ServiceError, UpdateService
-    from fleetwire.host.release import Release, ReleaseError
+    from fleetwire.host.rollout import staged as ro
+    from fleetwire.host.rollout.service import ServiceError, UpdateService
+    from fleetwire.host.rollout.release import Release, ReleaseError
 
     host, _, port = args.broker.rpartition(":")
     if not port.isdigit():
@@ -181,7 +179,7 @@ def run(args):
         gate = None
         if not args.no_gate:
             if not args.no_collect:
-                from fleetwire.host.collector import Collector
+                from fleetwire.host.fleet.collector import Collector
 
                 collector = Collector(
                     host or "127.0.0.1",

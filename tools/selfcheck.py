@@ -5,16 +5,14 @@ import os
 import subprocess
 import sys
 
-HELP = "run the codec test vectors on MicroPython and CPython"
-
 
 def add_arguments(p):
     p.add_argument("--out", default="build/board", help="board tree directory (default: build/board)")
 
 
 def run(args):
-    from fleetwire.host import build, micropython
-    from fleetwire.host.vectors import VECTOR_FILE, RUNNER, summary_line
+    from fleetwire.host.rig import build, micropython
+    from fleetwire.host.portable.vectors import VECTOR_FILE, RUNNER, summary_line
 
     if not os.path.exists(VECTOR_FILE):
         print("selfcheck needs a source checkout (no %s)" % VECTOR_FILE, file=sys.stderr)

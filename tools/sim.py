@@ -31,8 +31,6 @@ import asyncio
 import json
 import sys
 
-HELP = "run a simulated fleet of devices (fleetwire's client and vitals agent) against a broker"
-
 
 def add_arguments(p):
     p.add_argument("--devices", type=int, default=200, help="number of devices (default %(default)s)")
@@ -78,7 +76,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from fleetwire.host.sim import Simulator, progress_line
+    from fleetwire.host.fleet.sim import Simulator, progress_line
 
     host, _, port = args.broker.rpartition(":")
     if not port.isdigit() or args.devices < 1 or args.period < 1 or args.speed <= 0 or args.duration <= 0:
@@ -95,7 +93,7 @@ def run(args):
         )
         return 2
     if args.boards:
-        from fleetwire.host.vboard import parse_heap
+        from fleetwire.host.rig.vboard import parse_heap
 
         try:
             parse_heap(args.board_heap)
@@ -104,7 +102,7 @@ def run(args):
             return 2
     ca = None
     if args.ca or args.tls_ca:
-        from fleetwire.host import pki
+        from fleetwire.host.identity import pki
 
         try:
             if not args.ca:
@@ -135,8 +133,8 @@ def run(args):
         bad=args.bad_release,
         **({"rollout": None} if args.updates else {}),
     )
-    from fleetwire.host.micropython import MicroPythonMissing
-    from fleetwire.host.sim import BoardError
+    from fleetwire.host.rig.micropython import MicroPythonMissing
+    from fleetwire.host.fleet.boards import BoardError
 
     try:
         res = asyncio.run(sim.run())

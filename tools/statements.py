@@ -1,6 +1,6 @@
 """Which MQTT 3.1.1 client statements have a test: a test named for the statement
 (test_MQTT_3_1_0_1_..., with _and_ for more than one) or a codec vector whose expected
-error cites it (tests/vectors/codec.jsonl). Run from a checkout:
+error cites it (host/portable/vectors/codec.jsonl). Run from a checkout:
 
     fleetwire statements [--missing]
 
@@ -138,11 +138,11 @@ def coverage(repo):
             for name in _NAME.findall(text):
                 for i in ids_in_name(name):
                     found.setdefault(i, []).append("%s::%s" % (rel, name))
-    vectors = os.path.join(tests, "vectors", "codec.jsonl")
+    vectors = os.path.join(repo, "host", "portable", "vectors", "codec.jsonl")
     with open(vectors, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             for i in set(re.findall(r"MQTT-(\d+\.\d+\.\d+-\d+)", line)):
-                found.setdefault(i, []).append("tests/vectors/codec.jsonl:%d" % n)
+                found.setdefault(i, []).append("host/portable/vectors/codec.jsonl:%d" % n)
     return found
 
 
@@ -159,9 +159,6 @@ def summary(found):
     return tested, na, untested
 
 
-HELP = "which MQTT 3.1.1 client statements have a test (run in a checkout)"
-
-
 def add_arguments(p):
     p.add_argument(
         "--repo",
@@ -172,9 +169,9 @@ def add_arguments(p):
 
 
 def run(args):
-    if not os.path.isfile(os.path.join(args.repo, "tests", "vectors", "codec.jsonl")):
+    if not os.path.isfile(os.path.join(args.repo, "tests", "test_codec_vectors.py")):
         print(
-            "statements: %s is not a fleetwire checkout (no tests/vectors/codec.jsonl)" % args.repo,
+            "statements: %s is not a fleetwire checkout (no tests/test_codec_vectors.py)" % args.repo,
             file=sys.stderr,
         )
         return 2

@@ -15,8 +15,6 @@ import signal
 import sys
 import time
 
-HELP = "start virtual boards (MicroPython unix port behind a pty) for mpremote, pyserial and HIL tests"
-
 
 def add_arguments(p):
     p.add_argument("--dir", default=".vboards", help="where the boards' directories go (default %(default)s)")
@@ -35,7 +33,7 @@ def _stop(signum, frame):
 
 
 def run(args):
-    from fleetwire.host.vboard import parse_heap, start_boards
+    from fleetwire.host.rig.vboard import parse_heap, start_boards
 
     try:
         parse_heap(args.heap)

@@ -321,3 +321,25 @@ def finish(spark, store, cfg, p, parts, q, newest_ts, first_hour_ms):
                 df.unpersist()
     store.write_text(storage.join(p.out, "quality.json"), json.dumps(q, indent=2, sort_keys=True))
     return report_path
+
+
+def report(input, out, master=None, extra=None, **settings):
+    """The whole job as a library call: a Spark session (master, as `fleetwire report
+    --master`; extra: Spark settings), the run, the session stopped -> Result. settings are
+    Config's (fmt, since_ms, incremental, report, log, ...). Raises landing.InputError for
+    input it cannot use, checked before a JVM starts when the input is local."""
+    cfg = Config(input=input, out=out, **settings)
+    if storage.is_local(input):
+        landing.scan(input, cfg.fmt)
+    spark = session.build(master, extra=extra)
+    try:
+        return run(spark, cfg)
+    finally:
+        spark.stop()
+
+
+def table_rows(result, name):
+    """The rows of one of the small tables a run wrote (firmware_cohort, outliers) -> [dict]."""
+    import pandas as pd
+
+    return pd.read_parquet(storage.local_path(result.tables[name])).to_dict("records")

@@ -76,7 +76,7 @@ TITLES = {"mosquitto": "mosquitto", "aedes": "aedes", "amqtt": "amqtt", "rabbitm
 def classes():
     from .aedes import Aedes
     from .amqtt import Amqtt
-    from .mosquitto import Mosquitto
+    from .mosquitto import MatrixMosquitto as Mosquitto
     from .rabbitmq import RabbitMQ
 
     return {"mosquitto": Mosquitto, "aedes": Aedes, "amqtt": Amqtt, "rabbitmq": RabbitMQ}

@@ -8,15 +8,34 @@ import collections
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from ..mosquitto import HOST, accepts, free_port
+from fleetwire.host import Missing
+
+HOST = "127.0.0.1"
 
 _open = set()  # brokers not yet close()d: killed and removed at exit
+
+
+def free_port(host=HOST):
+    """A port nothing listens on right now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def accepts(host, port, timeout=0.2):
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
 
 # What a broker does instead of MQTT 3.1.1 for one feature: `tag` is what the tests test
 # for, `label` the README table's cell, `does` what it does and what the standard says,
@@ -24,7 +43,7 @@ _open = set()  # brokers not yet close()d: killed and removed at exit
 Quirk = collections.namedtuple("Quirk", "tag label does fleetwire")
 
 
-class BrokerMissing(RuntimeError):
+class BrokerMissing(Missing):
     """The broker's program is not installed here (the message says how to install it)."""
 
 

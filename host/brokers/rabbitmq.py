@@ -14,8 +14,7 @@ import hashlib
 import json
 import os
 
-from ..mosquitto import free_port
-from .base import Broker, BrokerMissing, Quirk
+from .base import Broker, BrokerMissing, Quirk, free_port
 
 RABBIT_HOME = "/usr/lib/rabbitmq"
 

@@ -11,7 +11,7 @@ import sys
 import time
 
 try:
-    from fleetwire.host.norflash import NorFlash
+    from fleetwire.host.portable.norflash import NorFlash
 except ImportError:  # MicroPython: host code is on MICROPYPATH by its bare name
     from norflash import NorFlash
 from fleetwire import MQTTClient, StoreFull

@@ -11,8 +11,9 @@ import subprocess
 
 import pytest
 
-from fleetwire.host.mosquitto import Mosquitto
-from support import ROOT, device_command
+from fleetwire.host.brokers.mosquitto import Mosquitto
+from fleetwire.host.portable import PATH as PORTABLE
+from support import device_command
 
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "store_program.py")
 
@@ -21,7 +22,7 @@ def start(interp, board_lib, front, flash, *args):
     # a ring store's partition (8 KB) is in the unix port's heap; on a board it is flash
     cmd, env = device_command(interp, board_lib, PROGRAM, 8 if flash.endswith(".partition") else 0)
     if interp == "micropython":
-        env["MICROPYPATH"] += os.pathsep + os.path.join(ROOT, "host")
+        env["MICROPYPATH"] += os.pathsep + PORTABLE
     return subprocess.Popen(
         cmd + [flash] + [str(a) for a in args] + [front],
         stdout=subprocess.PIPE,

@@ -5,7 +5,7 @@ in order, and a record formatted without allocating."""
 
 import json
 
-from fleetwire.host.analytics import schema
+from fleetwire.host.fleet import record as schema
 
 FIELDS = [f for f in schema.FIELD_NAMES if f != "rx_ts"]
 

@@ -1,4 +1,4 @@
-"""The collector (`fleetwire collect`, fleetwire.host.collector): every record the
+"""The collector (`fleetwire collect`, fleetwire.host.fleet.collector): every record the
 fleet publishes lands in the report's layout, whole files only, malformed ones in
 quarantine with a reason, and nothing is lost when the collector is killed -9."""
 
@@ -13,7 +13,7 @@ import time
 import paho.mqtt.client as mqtt
 import pytest
 
-from fleetwire.host.collector import Collector, check_record
+from fleetwire.host.fleet.collector import Collector, check_record
 from fleet_helpers import landed, until
 
 

@@ -60,7 +60,7 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path):
     assert "firmware" in r.stdout and "1.5.1" in r.stdout  # the summary table
     landed = [f for d, _, fs in os.walk(out / "landing") for f in fs]
     assert landed and all(f.endswith(".ndjson") for f in landed)  # whole files only
-    from fleetwire.host.mosquitto import accepts
+    from fleetwire.host.brokers.mosquitto import accepts
 
     port = int(r.stdout.split("mosquitto on ")[1].split()[0].rsplit(":", 1)[1])
     assert not accepts("127.0.0.1", port), "the demo's mosquitto is still running"
@@ -99,6 +99,6 @@ def test_ctrl_c_stops_everything_the_demo_started(tmp_path):
     out_text, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert "interrupted: stopping everything" in out_text
-    from fleetwire.host.mosquitto import accepts
+    from fleetwire.host.brokers.mosquitto import accepts
 
     assert port and not accepts("127.0.0.1", port), "the demo's mosquitto is still running"

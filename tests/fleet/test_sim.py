@@ -1,4 +1,4 @@
-"""The fleet simulator (`fleetwire sim`, fleetwire.host.sim): simulated devices run
+"""The fleet simulator (`fleetwire sim`, fleetwire.host.fleet.sim): simulated devices run
 fleetwire's own asyncio client and vitals agent against mosquitto, live through a
 rollout, crashes and Wi-Fi drops, and every record they made reaches the collector."""
 
@@ -9,8 +9,9 @@ import subprocess
 import sys
 import time
 
-from fleetwire.host.collector import Collector, check_record
-from fleetwire.host.sim import RELEASES, Simulator
+from fleetwire.host.fleet.collector import Collector, check_record
+from fleetwire.host.fleet.device import RELEASES
+from fleetwire.host.fleet.sim import Simulator
 from fleet_helpers import landed
 
 

@@ -5,7 +5,7 @@ with `--board PORT --board-broker HOST:PORT` on a real one (see the README)."""
 import json
 import time
 
-from fleetwire.host.hil import device_config, wait
+from fleetwire.host.testing.hil import device_config, wait
 
 ECHO_APP = """
 # echo the command fleet/<id>/cmd/echo back on fleet/<id>/echo, at the QoS it came with

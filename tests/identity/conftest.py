@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from fleetwire.host import pki
+from fleetwire.host.identity import pki
 
 
 class BoardFiles:

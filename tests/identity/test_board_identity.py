@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from fleetwire.host.hil import device_config, wait
+from fleetwire.host.testing.hil import device_config, wait
 
 ACL_APP = """
 # tries what a board may not do, then says hello: everything it sends travels in order
@@ -109,12 +109,12 @@ def test_a_certificate_issued_elsewhere_is_installed_as_given_and_kept(
 ):
     # the AWS IoT Core way: the service issues the certificate and key; deploy installs them with
     # the CA of the endpoint's certificate (here the fleet CA plays the service)
-    from fleetwire.host import pki
+    from fleetwire.host.identity import pki
 
     cfg = device_config(request, hil_broker)
     cert, key = pki.write_credentials(hil_ca.issue(cfg["device_id"]), str(tmp_path))
     hil_observer.subscribe("fleet/%s/telemetry" % cfg["device_id"], 1)
-    from fleetwire.host.deploy import deploy
+    from fleetwire.host.rig.deploy import deploy
 
     res = deploy(
         hil_board.port, cfg, mpy=True, log=lambda m: None, cert=cert, key=key, broker_ca=hil_ca.cert_path

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from fleetwire.host import pki
+from fleetwire.host.identity import pki
 
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "identity_program.py")
 HEAP = "128K"  # what the HIL boards get: TLS with mbedTLS on the 64-bit port needs more than 96K

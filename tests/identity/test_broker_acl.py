@@ -47,7 +47,7 @@ def test_only_the_operator_sends_commands_and_updates(identity_mosquitto, make_o
 
 
 def test_a_client_without_a_certificate_is_refused(identity_mosquitto):
-    from fleetwire.host.observer import Observer
+    from fleetwire.host.testing.observer import Observer
 
     with pytest.raises(AssertionError) as e:
         Observer(

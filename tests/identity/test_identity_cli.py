@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from fleetwire.host import pki
-from fleetwire.host.mosquitto import find_mosquitto, free_port
-from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+from fleetwire.host.identity import pki
+from fleetwire.host.brokers.mosquitto import find_mosquitto, free_port
+from fleetwire.host.rig.vboard import VirtualBoard, wait_for_prompt
 
 
 def cli(*args, timeout=120):
@@ -36,7 +36,7 @@ def key_forms(key):
 
 def console_until(port, pattern, timeout=30):
     import io
-    from fleetwire.host.console import console
+    from fleetwire.host.rig.console import console
 
     buf = io.StringIO()
     hit = console(port, until=pattern, timeout=timeout, out=buf, wait=True)
@@ -215,7 +215,7 @@ def test_no_board_may_take_a_service_name_even_before_the_service_has_a_certific
     with pytest.raises(pki.PKIError, match="operator identity"):
         ca.issue("operator", "device")
     # a broker configured for another operator name reserves that one too
-    from fleetwire.host import brokerconf
+    from fleetwire.host.identity import brokerconf
 
     brokerconf.write(str(tmp_path / "broker"), ca, ["localhost"], operators=["ops-desk"])
     with pytest.raises(pki.PKIError, match="operator identity"):

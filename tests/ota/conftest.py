@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from fleetwire.host.hil import board, device_config, wait
-from fleetwire.host.release import Release, bundle
+from fleetwire.host.testing.hil import board, device_config, wait
+from fleetwire.host.rollout.release import Release, bundle
 
 _ids = itertools.count(1)
 
@@ -105,7 +105,7 @@ class OTABoard:
 
 @pytest.fixture
 def ota_service(request, hil_broker, hil_ca):
-    from fleetwire.host.otaserve import UpdateService
+    from fleetwire.host.rollout.service import UpdateService
 
     kw = {}
     if hil_ca is not None:

@@ -1,6 +1,6 @@
 # A power cut at every flash operation of an app update, on MicroPython: fleetwire.ota
 # downloads a bundle into LittleFS (vfs.VfsLfs2, as on an ESP32) on an emulated NOR flash
-# (host/norflash.py), checks it and switches to it. The power fails at flash operation k
+# (host/portable/norflash.py), checks it and switches to it. The power fails at flash operation k
 # (cleanly, or half-way: a torn program or erase); the board then boots (LittleFS mounted
 # again, fleetwire.otaboot.select() as main.py runs it) and must run one whole release, the
 # old or the new; then the update resumes from what is on flash and finishes.

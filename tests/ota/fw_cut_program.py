@@ -1,5 +1,5 @@
 # A power cut at every flash operation of a firmware download, on MicroPython: fleetwire.otafw
-# writes an image into an OTA slot (an emulated NOR flash, host/norflash.py, holding an older
+# writes an image into an OTA slot (an emulated NOR flash, host/portable/norflash.py, holding an older
 # image), a chunk at a time, erasing each 4 KB block as a write enters it. The power fails at
 # operation k, cleanly or half-way (a torn program or erase); the download then resumes from
 # the offset on file, and the slot must end up holding exactly the image.

@@ -1,6 +1,6 @@
 """Over-the-air updates on a board (fleetwire.ota): a virtual board unless --board, the
 board's own main.py and fleetwire.runner with "ota": true, a mosquitto that enforces fleet
-identity, and the update service (fleetwire.host.otaserve) logged in as the operator."""
+identity, and the update service (fleetwire.host.rollout.service) logged in as the operator."""
 
 import os
 
@@ -192,15 +192,15 @@ def test_a_power_cut_while_the_update_is_checked_unpacked_and_switched_keeps_one
 
 
 def firmware(version, **files):
-    from fleetwire.host.espimage import app_image
-    from fleetwire.host.release import Release
+    from fleetwire.host.rig.espimage import app_image
+    from fleetwire.host.rollout.release import Release
 
     files = dict({"fwinfo.py": "VERSION = %r\n" % version}, **files)
     return Release.from_bytes(app_image(version, files=files))
 
 
 def _otadata(b):
-    from fleetwire.host import bootloader
+    from fleetwire.host.rig import bootloader
 
     vb = b.board.vboard
     part = next(p for p in vb.partition_table() if p.label == "otadata")
@@ -250,7 +250,7 @@ def test_a_firmware_image_that_does_not_verify_is_refused_by_set_boot_and_nothin
     good = firmware("3.0.2")
     bad = bytearray(good.data)
     bad[-40] ^= 0xFF  # inside its appended SHA-256: esptool's image, broken
-    from fleetwire.host.release import Release
+    from fleetwire.host.rollout.release import Release
 
     rel = Release("firmware", "3.0.2", bytes(bad))  # its manifest's SHA-256 is of the broken bytes
     b.service.offer([b.id], rel)

@@ -7,10 +7,10 @@ import os
 import re
 import subprocess
 
-from fleetwire.host import micropython
-from fleetwire.host.release import Release, pack
+from fleetwire.host.rig import micropython
+from fleetwire.host.rollout.release import Release, pack
+from fleetwire.host.portable import PATH as PORTABLE
 
-from support import ROOT
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -31,7 +31,7 @@ def run_cuts(board_lib, tmp_path, *args):
     (tmp_path / "bundle.bin").write_bytes(rel.data)
     (tmp_path / "manifest.json").write_bytes(rel.manifest_json())
     env = dict(os.environ)
-    env["MICROPYPATH"] = os.pathsep.join([os.path.join(ROOT, "host"), board_lib, ".frozen"])
+    env["MICROPYPATH"] = os.pathsep.join([PORTABLE, board_lib, ".frozen"])
     r = subprocess.run(
         [
             micropython.binary(),
@@ -74,7 +74,7 @@ def test_a_cut_at_every_flash_operation_of_a_firmware_download_resumes_and_the_s
     img = bytes((i * 31 + 7) & 0xFF for i in range(3 * 4096 + 1234))
     (tmp_path / "img.bin").write_bytes(img)
     env = dict(os.environ)
-    env["MICROPYPATH"] = os.pathsep.join([os.path.join(ROOT, "host"), board_lib, ".frozen"])
+    env["MICROPYPATH"] = os.pathsep.join([PORTABLE, board_lib, ".frozen"])
     r = subprocess.run(
         [
             micropython.binary(),

@@ -3,7 +3,7 @@ buffer without allocating, as JSON the collector lands (the report ignores the m
 
 import json
 
-from fleetwire.host.collector import check_record
+from fleetwire.host.fleet.collector import check_record
 
 PROGRAM = r"""
 import gc, json

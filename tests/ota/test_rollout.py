@@ -1,4 +1,4 @@
-"""`fleetwire rollout` (fleetwire.host.rollout): stages, the gate's verdict, and rollouts to a
+"""`fleetwire rollout` (fleetwire.host.rollout.staged): stages, the gate's verdict, and rollouts to a
 simulated fleet whose devices take updates with fleetwire.ota itself, through mosquitto.
 The gate with the Spark report end to end is tests/fleet/test_demo.py."""
 
@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from fleetwire.host import rollout as ro
-from fleetwire.host.release import Release, pack
-from fleetwire.host.sim import Simulator
+from fleetwire.host.rollout import staged as ro
+from fleetwire.host.rollout.release import Release, pack
+from fleetwire.host.fleet.sim import Simulator
 
 
 def release(version, size=3000):
@@ -245,7 +245,7 @@ def test_fleetwire_bundle_builds_a_release_the_rollout_reads(tmp_path):
     assert r.returncode == 0, r.stderr
     rel = Release.from_file(str(out))
     assert (rel.kind, rel.version) == ("app", "1.7.0")
-    from fleetwire.host.release import unpack
+    from fleetwire.host.rollout.release import unpack
 
     files = unpack(rel.data)
     assert "app.mpy" in files and "lib/fleetwire/ota.mpy" in files and "lib/fleetwire/runner.mpy" in files

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from fleetwire.host import build, micropython
-from fleetwire.host.vectors import parse_results
+from fleetwire.host.rig import build, micropython
+from fleetwire.host.portable.vectors import parse_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _mp_results = {}
@@ -29,7 +29,7 @@ def run_on_micropython(modname, board_lib, tmpdir, heap="96K", extra=()):
     """-> {case: None | failure text} for every case of the module, run once per session.
 
     extra: paths of further modules the cases import by their bare name (host code
-    such as host/norflash.py, which is not in the board tree)."""
+    such as host/portable/norflash.py, which is not in the board tree)."""
     key = (modname, heap)
     if key not in _mp_results:
         cross = build.mpy_cross_command()

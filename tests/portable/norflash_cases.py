@@ -3,7 +3,7 @@
 import sys
 
 try:
-    from fleetwire.host.norflash import NorFlash, PowerCut, FlashMisuse
+    from fleetwire.host.portable.norflash import NorFlash, PowerCut, FlashMisuse
 except ImportError:  # MicroPython: host code is not in the board tree
     from norflash import NorFlash, PowerCut, FlashMisuse
 

@@ -7,15 +7,15 @@
 # operation, once leaving the operation half done and once not. After each cut the
 # store is mounted again and must hold every message whose publish() returned and
 # that was not acknowledged, nothing acknowledged, no corrupt record, in order;
-# then it must still work. host/cutsweep.py sweeps every operation of a longer
+# then it must still work. host/portable/cutsweep.py sweeps every operation of a longer
 # workload with a modelled broker, by forking instead of replaying (the last tests
 # here run it short; bench/store.py --sweep runs it at full size).
 import gc
 import sys
 
 try:
-    from fleetwire.host.norflash import NorFlash, PowerCut
-    from fleetwire.host import cutsweep
+    from fleetwire.host.portable.norflash import NorFlash, PowerCut
+    from fleetwire.host.portable import cutsweep
 except ImportError:  # MicroPython: host code is not in the board tree
     from norflash import NorFlash, PowerCut
     import cutsweep
@@ -404,7 +404,7 @@ def check_forked_sweep(sw, at_least):
 
 
 def test_a_cut_at_every_flash_operation_of_a_device_and_its_broker_loses_nothing():
-    # host/cutsweep.py, which bench/store.py --sweep runs at full size (over 10,000 cut
+    # host/portable/cutsweep.py, which bench/store.py --sweep runs at full size (over 10,000 cut
     # points per store): every operation of six rounds on CPython (about 3,000 cut
     # points), every 2nd of three rounds on MicroPython
     check_forked_sweep(

@@ -4,7 +4,7 @@ same client id. The device is the real client with reconnect=True, each front
 (MQTTClient and AsyncClient), on MicroPython (80 KB heap) and on CPython, against
 mosquitto; paho-mqtt clients watch."""
 
-from fleetwire.host.observer import Observer
+from fleetwire.host.testing.observer import Observer
 
 
 def start(device, interp, front, port, name, clean=False, **kw):

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from fleetwire.host.console import console
-from fleetwire.host.observer import Observer
-from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+from fleetwire.host.rig.console import console
+from fleetwire.host.testing.observer import Observer
+from fleetwire.host.rig.vboard import VirtualBoard, wait_for_prompt
 
 
 def cli(*args, timeout=120):

@@ -1,4 +1,4 @@
-"""The virtual board's bootloader (fleetwire.host.bootloader) chooses as ESP-IDF's
+"""The virtual board's bootloader (fleetwire.host.rig.bootloader) chooses as ESP-IDF's
 does with app rollback enabled (MicroPython's sdkconfig): a table of cases on an
 emulated flash, otadata written entry by entry as esp_ota_ops writes it. The images it
 verifies are ESP32 images esptool itself accepts."""
@@ -8,8 +8,8 @@ import struct
 import pytest
 from esptool.bin_image import LoadFirmwareImage
 
-from fleetwire.host import bootloader as bl, espimage, partitions as pt, vfactory
-from fleetwire.host.vflash import FlashFile
+from fleetwire.host.rig import bootloader as bl, espimage, partitions as pt, vfactory
+from fleetwire.host.rig.vflash import FlashFile
 
 NEW, PENDING, VALID, INVALID, ABORTED = bl.NEW, bl.PENDING_VERIFY, bl.VALID, bl.INVALID, bl.ABORTED
 

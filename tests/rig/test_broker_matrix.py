@@ -11,7 +11,7 @@ import pytest
 
 from fleetwire.host import brokers
 from fleetwire.host.brokers import FEATURES, NAMES, classes
-from fleetwire.host.mosquitto import accepts
+from fleetwire.host.brokers.mosquitto import accepts
 
 from support import ROOT
 

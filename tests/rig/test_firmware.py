@@ -9,8 +9,8 @@ import subprocess
 import sys
 import threading
 
-from fleetwire.host import build
-from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+from fleetwire.host.rig import build
+from fleetwire.host.rig.vboard import VirtualBoard, wait_for_prompt
 from support import ROOT
 
 FIRMWARE = os.path.join(ROOT, "firmware")
@@ -72,7 +72,7 @@ def test_the_repository_package_json_is_the_board_tree_and_up_to_date(tmp_path):
     with open(os.path.join(ROOT, "package.json")) as f:
         text = f.read()
     fresh = build.dump_package_json(build.repo_package_json(ROOT))
-    assert text == fresh, "package.json is stale: python -m fleetwire.host.build --package-json ."
+    assert text == fresh, "package.json is stale: python -m fleetwire.host.rig.build --package-json ."
     urls = json.loads(text)["urls"]
     written = build.build(str(tmp_path / "tree"))
     assert sorted(dst for dst, _ in urls) == sorted(w[len("lib/") :] for w in written)

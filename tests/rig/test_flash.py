@@ -10,7 +10,7 @@ import sys
 import pytest
 import serial
 
-from fleetwire.host.flash import FlashError, check_firmware, detect, expand_ports
+from fleetwire.host.rig.flash import FlashError, check_firmware, detect, expand_ports
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fake_esp import FakeChip  # noqa: E402

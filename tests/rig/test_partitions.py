@@ -1,11 +1,11 @@
-"""Partition tables (fleetwire.host.partitions): the CSV ESP-IDF's gen_esp32part.py reads,
+"""Partition tables (fleetwire.host.rig.partitions): the CSV ESP-IDF's gen_esp32part.py reads,
 and the binary the bootloader reads at 0x8000."""
 
 import os
 
 import pytest
 
-from fleetwire.host import partitions as pt
+from fleetwire.host.rig import partitions as pt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,4 +1,4 @@
-"""The fault-injecting proxy (fleetwire.host.proxy): what it forwards, logs and
+"""The fault-injecting proxy (fleetwire.host.testing.proxy): what it forwards, logs and
 breaks, byte for byte. A raw TCP sink stands in for the broker where exact bytes
 matter; mosquitto and paho where whole MQTT sessions do."""
 
@@ -12,7 +12,8 @@ import time
 import pytest
 
 from fleetwire.codec import packets as P
-from fleetwire.host.proxy import Proxy, parse_script
+from fleetwire.host.testing.proxy import Proxy
+from fleetwire.host.testing.proxyscript import parse_script
 
 
 class Sink:
@@ -208,7 +209,7 @@ def test_script_errors_name_the_line():
 
 
 def test_the_command_line_proxy_runs_a_script_against_mosquitto(mosquitto, make_observer, tmp_path):
-    from fleetwire.host.mosquitto import free_port
+    from fleetwire.host.brokers.mosquitto import free_port
 
     script = tmp_path / "chaos.txt"
     script.write_text("cut up after PUBLISH 2\n")
@@ -235,7 +236,7 @@ def test_the_command_line_proxy_runs_a_script_against_mosquitto(mosquitto, make_
         assert "fleetwire proxy: 127.0.0.1:%d" % port in proc.stdout.readline()
         watcher = make_observer()
         watcher.subscribe("proxycli/#", 1)
-        from fleetwire.host.observer import Observer
+        from fleetwire.host.testing.observer import Observer
 
         o = Observer("127.0.0.1", port, client_id="through-proxy")
         try:

@@ -8,7 +8,7 @@ import pytest
 
 from fleetwire.codec.packets import Connack, Connect, decode_all
 
-from fleetwire.host.mosquitto import Mosquitto, accepts
+from fleetwire.host.brokers.mosquitto import Mosquitto, accepts
 
 
 def recv_exact(sock, n):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from fleetwire.host import mosquitto as mosq
+from fleetwire.host.brokers import mosquitto as mosq
 
 
 def dead(pid):
@@ -42,10 +42,11 @@ def test_the_plugin_and_rig_load_without_paho():
     r = run_python("""
         import sys
         sys.modules["paho"] = None  # as if not installed
-        import fleetwire.host.pytest_plugin, fleetwire.host.mosquitto, fleetwire.host.scripted_broker
-        import fleetwire.host.observer
+        import fleetwire.host.testing.pytest_plugin, fleetwire.host.brokers.mosquitto
+        import fleetwire.host.testing.scripted_broker
+        import fleetwire.host.testing.observer
         try:
-            fleetwire.host.observer.Observer("127.0.0.1", 1)
+            fleetwire.host.testing.observer.Observer("127.0.0.1", 1)
         except ImportError:
             print("ok")
     """)
@@ -54,7 +55,7 @@ def test_the_plugin_and_rig_load_without_paho():
 
 def test_a_forgotten_broker_is_stopped_at_exit():
     r = run_python("""
-        from fleetwire.host.mosquitto import Mosquitto
+        from fleetwire.host.brokers.mosquitto import Mosquitto
         b = Mosquitto(persistence=True).start()
         print(b.pid, b.dir)
     """)
@@ -68,7 +69,7 @@ def test_a_forgotten_broker_is_stopped_at_exit():
 def test_a_broker_dies_with_a_killed_parent():
     r = run_python("""
         import os, signal
-        from fleetwire.host.mosquitto import Mosquitto
+        from fleetwire.host.brokers.mosquitto import Mosquitto
         b = Mosquitto().start()
         print(b.pid, b.dir, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)  # no atexit
@@ -107,7 +108,7 @@ def test_a_failure_report_carries_the_broker_log(tmp_path):
             "pytest",
             "-q",
             "-p",
-            "fleetwire.host.pytest_plugin",
+            "fleetwire.host.testing.pytest_plugin",
             "-p",
             "no:cacheprovider",
             str(tmp_path / "test_failing.py"),
@@ -127,7 +128,7 @@ def test_hil_options_put_the_real_boards_wifi_in_its_config(tmp_path):
     (tmp_path / "test_cfg.py").write_text(
         textwrap.dedent("""
         import json
-        from fleetwire.host.hil import device_config
+        from fleetwire.host.testing.hil import device_config
 
         def test_cfg(request):
             print("CFG", json.dumps(device_config(request, ("10.0.0.2", 1883))))
@@ -141,7 +142,7 @@ def test_hil_options_put_the_real_boards_wifi_in_its_config(tmp_path):
                 "-m",
                 "pytest",
                 "-p",
-                "fleetwire.host.hil",
+                "fleetwire.host.testing.hil",
                 "-s",
                 "-q",
                 "-p",

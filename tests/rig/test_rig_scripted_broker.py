@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from fleetwire.codec.packets import Connack, Connect, Disconnect, Pingreq, Puback, Publish, Subscribe
-from fleetwire.host.scripted_broker import ScriptedBroker
+from fleetwire.host.testing.scripted_broker import ScriptedBroker
 
 CONNECT = Connect("rig-client", True, 30)
 

@@ -94,7 +94,7 @@ except Exception as e:
 @pytest.mark.micropython
 @pytest.mark.parametrize("listener", ["tls_port", "tls_mismatch_port"])
 def test_micropython_ssl_takes_the_der_ca(mosquitto_tls, listener):
-    from fleetwire.host import micropython
+    from fleetwire.host.rig import micropython
 
     try:
         mp = micropython.binary()

@@ -1,4 +1,4 @@
-"""The virtual board (`fleetwire vboard`, fleetwire.host.vboard): the MicroPython unix
+"""The virtual board (`fleetwire vboard`, fleetwire.host.rig.vboard): the MicroPython unix
 port behind a pty that mpremote and pyserial use as a USB board; emulated machine,
 network and esp32 modules; restarts on machine.reset() with the terminal still open."""
 
@@ -10,7 +10,7 @@ import time
 import pytest
 import serial
 
-from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+from fleetwire.host.rig.vboard import VirtualBoard, wait_for_prompt
 
 
 def mpremote(port, *args, timeout=30):

@@ -11,9 +11,9 @@ import time
 import pytest
 import serial
 
-from fleetwire.host import espimage, partitions as pt
-from fleetwire.host.flash import VerifyError, flash_one
-from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+from fleetwire.host.rig import espimage, partitions as pt
+from fleetwire.host.rig.flash import VerifyError, flash_one
+from fleetwire.host.rig.vboard import VirtualBoard, wait_for_prompt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OTA_CSV = """# Name, Type, SubType, Offset, Size, Flags
@@ -125,7 +125,7 @@ def test_the_written_partition_table_decides_the_partitions_the_board_sees(board
         "(0, 0, 65536, 2031616, 'factory', False)",
     ]
     # and the store's partition works there: fleetwire's runner opens its ring store on it
-    from fleetwire.host import build
+    from fleetwire.host.rig import build
 
     build.build(board.fs, mpy=True)
     out = board_run(board, "from fleetwire import runner; s = runner.open_store({}); print(type(s).__name__)")

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from fleetwire.host import bootloader, espimage
-from fleetwire.host.vboard import VirtualBoard, wait_for_prompt
+from fleetwire.host.rig import bootloader, espimage
+from fleetwire.host.rig.vboard import VirtualBoard, wait_for_prompt
 
 # the board copies img.bin (from its filesystem) into a slot, block by block, with the
 # simple block protocol (erase, then write 4 KB)

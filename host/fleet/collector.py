@@ -1,0 +1,258 @@
+"""The collector: subscribes to the fleet's telemetry and lands every record in the
+landing zone that `fleetwire report` reads, losing none.
+
+    LANDING/date=YYYY-MM-DD/hour=HH/<collector id>-<opened>.ndjson
+
+- QoS 1 on a persistent session (clean_session=False, a fixed client id): records
+  published while the collector is down wait at the broker.
+- A record is written and flushed to the operating system before paho acknowledges
+  it (PUBACK goes after on_message returns), so a kill -9 loses nothing: the broker
+  redelivers what was not acknowledged. Duplicates can happen; the report removes them.
+- Files being written are hidden (".<name>.part") and renamed when their hour (by
+  receive time, UTC) is over or the collector stops: readers only ever see whole files.
+  A restart finishes the files a killed collector left (a torn last line is cut off:
+  its record was not acknowledged, so it comes again).
+- Records that are not valid telemetry go to LANDING/_quarantine/date=.../*.ndjson with
+  the reason, never dropped silently and never fatal.
+- Several collectors share the load with share="group" ($share/group/fleet/+/telemetry).
+- On a broker that enforces fleet identity (`fleetwire broker-config`) it logs in with a
+  certificate of its own (tls_cert/tls_key, `fleetwire ca issue collector --role collector`),
+  checking the broker's against tls_ca; the broker's ACL lets it read telemetry only.
+"""
+
+import base64
+import datetime
+import json
+import os
+import re
+import threading
+import time
+
+from fleetwire.host.fleet import record as schema
+
+TOPIC = "fleet/+/telemetry"
+MAX_RECORD = 64 * 1024
+_TYPES = {"string": (str,), "long": (int,), "double": (int, float)}
+_TOPIC_RE = re.compile(r"^fleet/([^/]+)/telemetry$")
+
+
+def check_record(topic, payload):
+    """-> (record dict, None) or (None, reason)."""
+    if len(payload) > MAX_RECORD:
+        return None, "record of %d bytes is over %d" % (len(payload), MAX_RECORD)
+    try:
+        rec = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as e:
+        return None, "not JSON: %s" % e
+    if not isinstance(rec, dict):
+        return None, "not a JSON object"
+    missing = [f for f in schema.REQUIRED if rec.get(f) is None]
+    if missing:
+        return None, "missing %s" % ", ".join(missing)
+    for name, kind in schema.FIELDS:
+        v = rec.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, _TYPES[kind])):
+            return None, "%s is %s, not %s" % (name, type(v).__name__, kind)
+    m = _TOPIC_RE.match(topic)
+    if m and m.group(1) != rec["device_id"]:
+        return None, "device_id %r does not match the topic %r" % (rec["device_id"], topic)
+    return rec, None
+
+
+def _hour(ms):
+    t = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return t.strftime("date=%Y-%m-%d"), t.strftime("hour=%H")
+
+
+class Collector:
+    """Collector(broker_host, broker_port, landing, collector_id="collector-1", share=None).
+
+    start() connects and returns once subscribed; stop() disconnects and closes
+    every file. Counters: received, landed, quarantined, files."""
+
+    def __init__(
+        self,
+        host,
+        port,
+        landing,
+        collector_id="collector-1",
+        share=None,
+        topic=TOPIC,
+        clock=time.time,
+        fsync=False,
+        user=None,
+        password=None,
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+    ):
+        if not re.match(r"^[A-Za-z0-9_.-]+$", collector_id):
+            raise ValueError("collector id %r: use letters, digits, '_', '.', '-'" % collector_id)
+        self.host, self.port = host, port
+        self.landing = landing
+        self.id = collector_id
+        self.topic = ("$share/%s/%s" % (share, topic)) if share else topic
+        self.clock = clock
+        self.fsync = fsync
+        self.received = self.landed = self.quarantined = self.files = 0
+        self._open = {}  # (date, hour) -> (file, part path, final path)
+        self._lock = threading.Lock()
+        self._answered = threading.Event()  # a SUBACK or a refusal came
+        self._client = None
+        self.user, self.password = user, password
+        if (tls_cert or tls_key) and not (tls_cert and tls_key and tls_ca):
+            raise ValueError(
+                "a client certificate needs its key and the broker's CA (tls_cert, tls_key, tls_ca)"
+            )
+        self.tls = (tls_ca, tls_cert, tls_key)
+        self.connected = False
+        self.error = None  # why the broker last refused or dropped us, None while all is well
+
+    # ---- life
+
+    def start(self, timeout=10):
+        import paho.mqtt.client as mqtt
+
+        os.makedirs(self.landing, exist_ok=True)
+        self.recover()
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.id, clean_session=False)
+        if self.user is not None:
+            c.username_pw_set(self.user, self.password)
+        elif self.password is not None:
+            raise ValueError("a password needs a user name (MQTT-3.1.2-22)")
+        if self.tls[0]:
+            c.tls_set(ca_certs=self.tls[0], certfile=self.tls[1], keyfile=self.tls[2])
+        c.on_connect = self._on_connect
+        c.on_disconnect = self._on_disconnect
+        c.on_message = self._on_message
+        c.on_subscribe = self._on_subscribe
+        c.reconnect_delay_set(1, 30)
+        self._client = c
+        c.connect(self.host, self.port, keepalive=30)
+        c.loop_start()
+        # a refused collector says why at once, not after the timeout
+        if not self._answered.wait(timeout):
+            why = "no SUBACK within %s s%s" % (timeout, " (%s)" % self.error if self.error else "")
+        else:
+            why = self.error
+        if why:
+            self.stop()
+            raise RuntimeError("broker %s:%d: %s" % (self.host, self.port, why))
+        return self
+
+    def stop(self):
+        c, self._client = self._client, None
+        if c is not None:
+            c.disconnect()
+            c.loop_stop()
+        self.close_all()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _on_connect(self, client, userdata, flags, rc, props):
+        if rc != 0:
+            self.error = "refused the connection: %s" % rc  # paho names the return code
+            self._answered.set()
+            return
+        self.connected = True
+        client.subscribe(self.topic, 1)  # again after every reconnect: cheap, and safe
+
+    def _on_subscribe(self, client, userdata, mid, codes, props):
+        bad = [c for c in codes if c.is_failure]
+        if bad:
+            self.error = "refused the subscription to %s: %s" % (self.topic, bad[0])
+        else:
+            self.error = None
+        self._answered.set()
+
+    def _on_disconnect(self, client, userdata, flags, rc, props):
+        was, self.connected = self.connected, False
+        # after a refusal the broker closes the socket: keep the refusal as the reason
+        if was and self._client is not None and rc != 0:  # not our own disconnect(): paho reconnects
+            self.error = "connection lost: %s (reconnecting)" % rc
+
+    # ---- records
+
+    def _on_message(self, client, userdata, m):
+        now = int(self.clock() * 1000)
+        with self._lock:
+            self.received += 1
+            rec, reason = check_record(m.topic, m.payload)
+            if rec is None:
+                self._quarantine(now, m.topic, m.payload, reason)
+                return
+            rec["rx_ts"] = now
+            f = self._file(now)
+            f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            f.flush()  # in the OS before PUBACK: a kill -9 cannot lose it
+            self.landed += 1
+
+    def _file(self, now):
+        key = _hour(now)
+        e = self._open.get(key)
+        if e is None:
+            for k in list(self._open):  # a new hour: the old ones are done
+                self._close(k)
+            d = os.path.join(self.landing, *key)
+            os.makedirs(d, exist_ok=True)
+            name = "%s-%d.ndjson" % (self.id, now)
+            part = os.path.join(d, ".%s.part" % name)
+            e = (open(part, "a", encoding="utf-8"), part, os.path.join(d, name))
+            self._open[key] = e
+        return e[0]
+
+    def _close(self, key):
+        f, part, final = self._open.pop(key)
+        f.flush()
+        if self.fsync:
+            os.fsync(f.fileno())
+        f.close()
+        os.rename(part, final)  # atomic: readers see the whole file or none
+        self.files += 1
+
+    def close_all(self):
+        with self._lock:
+            for k in list(self._open):
+                self._close(k)
+
+    def _quarantine(self, now, topic, payload, reason):
+        date, _ = _hour(now)
+        d = os.path.join(self.landing, "_quarantine", date)
+        os.makedirs(d, exist_ok=True)
+        try:
+            text = {"payload": payload.decode("utf-8")}
+        except UnicodeDecodeError:
+            text = {"payload_b64": base64.b64encode(payload[:MAX_RECORD]).decode()}
+        if len(payload) > MAX_RECORD:
+            text = {"payload_head": payload[:256].decode("utf-8", "replace")}
+        line = dict(rx_ts=now, topic=topic, reason=reason, **text)
+        with open(os.path.join(d, "%s.ndjson" % self.id), "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+        self.quarantined += 1
+
+    # ---- after a crash
+
+    def recover(self):
+        """Finish the files a previous run of this collector left open -> how many."""
+        n = 0
+        for dirpath, dirnames, filenames in os.walk(self.landing):
+            dirnames[:] = [x for x in dirnames if not x.startswith("_")]
+            for name in filenames:
+                if not (name.startswith(".%s-" % self.id) and name.endswith(".part")):
+                    continue
+                part = os.path.join(dirpath, name)
+                with open(part, "rb+") as f:
+                    data = f.read()
+                    end = data.rfind(b"\n") + 1
+                    if end < len(data):  # torn last line: never acknowledged, it comes again
+                        f.truncate(end)
+                if end:
+                    os.rename(part, os.path.join(dirpath, name[1 : -len(".part")]))
+                else:
+                    os.remove(part)
+                n += 1
+        return n

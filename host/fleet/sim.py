@@ -1,0 +1,240 @@
+"""The fleet simulator: N devices, each fleetwire's own asyncio client and vitals
+agent, in one CPython process against a real broker. What the devices live through
+is drawn from a seeded random generator:
+
+- a firmware rollout: part of the fleet moves from one release to the next during
+  the run (a deliberate reset each), and the newer release crashes more often;
+- crashes (panic, watchdog, brownout) and reboots: boot_id goes up, uptime and heap
+  start over, and records not yet acknowledged survive in the device's "flash" (a
+  ring store over RAM that outlives the reboot);
+- Wi-Fi drops: the link goes away for a while; records wait in the store and go
+  out in order afterwards;
+- leaking heaps, draining batteries (some devices are on mains: no vbat), RSSI
+  wandering around each device's own level, and a few devices that go silent.
+
+Time can be compressed: with speed=120 a device with a 60 s period publishes every
+0.5 s of real time and the records' `ts` advance by 60 s each, so two minutes of
+real time make four simulated hours.
+
+Updates (ota=True): every device takes releases over MQTT as a board does, with fleetwire.ota
+itself (the offer, the chunks pulled in windows, the SHA-256, the trial and the rollback),
+its "flash" in RAM. What a release does to a device is the simulation's: each version has a
+crash rate and a share of boots that crash at once (`profiles`; make one bad with
+bad=["1.5.0"]), so a staged rollout (fleetwire.host.rollout.staged) sees a bad release crash more,
+and roll back on the devices whose first boot of it crashed.
+
+A few devices can be virtual boards (`boards=`): the MicroPython unix port behind a
+pseudo-terminal, deployed with `fleetwire deploy` as a board is, running the board's
+own main.py (client, flash store, vitals agent) against the same broker. A board's
+clock is the interpreter's, so boards run only in real time (speed=1).
+
+With a fleet CA (`ca=`) every device has an identity of its own, as a deployed board
+has: a key and a certificate whose CN is its id (issued at start, valid two days), and
+connects with mutual TLS, checking the broker's certificate against `tls_ca` (the fleet
+CA's by default); virtual boards are deployed with the CA (`fleetwire deploy --ca`).
+
+The simulated devices are fleetwire.host.fleet.device's, the virtual boards
+fleetwire.host.fleet.boards'."""
+
+import asyncio
+import random
+import resource
+import shutil
+import tempfile
+import threading
+import time
+
+from fleetwire.host.fleet.boards import Boards
+from fleetwire.host.fleet.device import BAD, CRASH_PER_HOUR, GOOD, Clock, Identities, SimDevice
+
+
+class Simulator:
+    """Simulator(host, port, devices=200, period_s=60, speed=120, hours=4, seed=1, boards=0)."""
+
+    def __init__(
+        self,
+        host,
+        port,
+        devices=200,
+        period_s=60,
+        speed=1.0,
+        hours=None,
+        duration=None,
+        seed=1,
+        rollout=(0.3, 0.7),
+        wifi_drops_per_hour=0.3,
+        silent_share=0.03,
+        progress=None,
+        boards=0,
+        board_heap="128K",
+        board_root=None,
+        ca=None,
+        tls_ca=None,
+        ota=False,
+        profiles=None,
+        bad=(),
+    ):
+        if boards and speed != 1:
+            raise ValueError(
+                "virtual boards run on their own clock, in real time: boards need speed 1, not %g" % speed
+            )
+        self.host, self.port = host, port
+        # virtual boards among the devices; board_root keeps their directories (consoles,
+        # flash), else they live in a temporary directory removed at the end
+        self.n_boards = boards
+        self.board_heap = board_heap
+        self.ca = ca  # a fleet CA (pki.FleetCA): mutual TLS, an identity per device
+        self.tls_ca = tls_ca  # the CA of the broker's certificate (default: the fleet CA)
+        self.identities = None
+        self.board_root = board_root
+        self.boards = None
+        self.n = devices
+        self.period_s = period_s
+        self.clock = Clock(speed)
+        self.period_real = period_s / speed
+        if duration is None:
+            duration = (hours or 1) * 3600 / speed
+        self.duration = duration
+        self.hours = duration * speed / 3600
+        self.rollout = rollout  # (start, end) as fractions of the run; None: no built-in rollout
+        self.ota = ota  # devices take releases over MQTT (fleetwire.ota)
+        self.profiles = {v: {"crash_per_hour": r, "boot_crash": 0.0} for v, r in CRASH_PER_HOUR.items()}
+        self.profiles.update({v: dict(BAD) for v in bad})
+        self.profiles.update(profiles or {})
+        self.wifi_drops_per_hour = wifi_drops_per_hour
+        self.silent_share = silent_share
+        self.progress = progress  # progress(sim) is called every second
+        self.rng = random.Random(seed)
+        self.sent = self.acked = self.errors = self.publish_fail = 0
+        self.boots = self.crashes = self.drops = 0
+        self.last_error = None
+        self.done = None
+        self.stopping = False
+        self.end = None  # when the run stops (time.monotonic()); stop_after() moves it
+        self.started = threading.Event()  # the devices are running
+        self.devices = []
+        import socket
+
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.dead_port = s.getsockname()[1]  # bound, never listening: "Wi-Fi down"
+        self._dead = s
+
+    def stop_after(self, seconds):
+        """End the run `seconds` from now (from any thread): a driver that decides how long."""
+        self.end = time.monotonic() + seconds
+
+    def profile(self, version):
+        """What `version` does to a device: {"crash_per_hour", "boot_crash"}."""
+        return self.profiles.get(version, GOOD)
+
+    def rollout_progress(self):
+        a, b = self.rollout
+        f = self.clock.hours() / self.hours
+        return 0.0 if f < a else 1.0 if f >= b else (f - a) / (b - a)
+
+    def connected(self):
+        return sum(1 for d in self.devices if d.client is not None and d.client.is_connected())
+
+    def versions(self):
+        """{release: devices running it}."""
+        out = {}
+        for d in self.devices:
+            out[d.fw] = out.get(d.fw, 0) + 1
+        return out
+
+    async def run(self):
+        raise_fd_limit(self.n * 2 + 64)
+        if self.ca is None:
+            return await self._run_boards()
+        keys = tempfile.mkdtemp(prefix="fleetwire-sim-identities-")  # mode 700; the keys go with it
+        self.identities = Identities(self.ca, keys, self.tls_ca)
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                None, self.identities.issue, ["sim-%04d" % i for i in range(self.n)]
+            )
+            return await self._run_boards()
+        finally:
+            shutil.rmtree(keys, ignore_errors=True)
+
+    async def _run_boards(self):
+        if not self.n_boards:
+            return await self._run()
+        root = self.board_root or tempfile.mkdtemp(prefix="fleetwire-sim-boards-")
+        self.boards = Boards(
+            root,
+            self.n_boards,
+            self.host,
+            self.port,
+            self.period_s,
+            self.board_heap,
+            ca=self.ca.dir if self.ca else None,
+        )
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.boards.start)
+            return await self._run()
+        finally:
+            self.boards.stop()
+            if not self.board_root:
+                shutil.rmtree(root, ignore_errors=True)
+
+    async def _run(self):
+        self.done = asyncio.Event()
+        self.clock = Clock(self.clock.speed)
+        self.devices = [SimDevice(self, i, random.Random(self.rng.random())) for i in range(self.n)]
+        tasks = [asyncio.ensure_future(d.run()) for d in self.devices]
+        self.end = time.monotonic() + self.duration
+        self.started.set()
+        while time.monotonic() < self.end:
+            await asyncio.sleep(min(1.0, max(0.0, self.end - time.monotonic())))
+            if self.progress:
+                self.progress(self)
+        # no new records; let those out be acknowledged; then power everything off
+        self.stopping = True
+        drain_end = time.monotonic() + 15
+        while time.monotonic() < drain_end and self.acked < self.sent:
+            await asyncio.sleep(0.2)
+        self.done.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._dead.close()
+        return self.summary()
+
+    def summary(self):
+        return {
+            "devices": self.n,
+            "sent": self.sent,
+            "acked": self.acked,
+            "unacked": self.sent - self.acked,
+            "errors": self.errors,
+            "publish_fail": self.publish_fail,
+            "boots": self.boots,
+            "crashes": self.crashes,
+            "wifi_drops": self.drops,
+            "simulated_hours": round(self.hours, 2),
+            "boards": self.boards.ids if self.boards else [],
+            "last_error": self.last_error,
+        }
+
+
+def progress_line(sim):
+    return (
+        "\r  sim %5.2f h | devices up %4d/%d | records sent %7d, acknowledged %7d | "
+        "crashes %d, wifi drops %d, errors %d %s"
+        % (
+            sim.clock.hours(),
+            sim.connected(),
+            sim.n,
+            sim.sent,
+            sim.acked,
+            sim.crashes,
+            sim.drops,
+            sim.errors,
+            "| + %d virtual boards " % sim.n_boards if sim.n_boards else "",
+        )
+    )
+
+
+def raise_fd_limit(want):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(want, soft), hard), hard))

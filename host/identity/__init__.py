@@ -1,0 +1,2 @@
+"""Fleet identity: the fleet CA and every certificate, a board's TLS files at deploy, and
+the broker configuration that enforces them (mutual TLS, ACL, CRL)."""

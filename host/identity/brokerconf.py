@@ -1,0 +1,131 @@
+"""A mosquitto configuration that enforces fleet identity (`fleetwire broker-config`):
+mutual TLS only (require_certificate), the certificate's CN as the user name
+(use_identity_as_username), the fleet CA's revocation list (crlfile) and an ACL that gives
+each identity its own topics:
+
+    a board <id>     publishes fleet/<id>/<name> (one level: telemetry, status, ...) and
+                     fleet/<id>/data/#; reads only fleet/<id>/cmd/# and fleet/<id>/ota/#
+    a collector      reads fleet/+/telemetry
+    the operator     reads fleet/#; alone publishes commands (fleet/+/cmd/#) and updates
+                     (fleet/+/ota/#, reserved for over-the-air updates)
+
+The ACL's patterns hold for every identity (%u is its CN), so a collector or operator has a
+board's rights on fleet/<its name>/ too; `fleetwire ca` keeps a board from taking a service's
+name. mosquitto 2.0 grants every SUBSCRIBE and filters delivery by the read rules, and drops
+a PUBLISH the write rules refuse (still acknowledged at QoS 1/2, so a client cannot probe).
+The host test broker (fleetwire.host.brokers.mosquitto, identity=...) runs the lines written here.
+"""
+
+import os
+
+from fleetwire.host.identity import pki
+
+# Board topics, in one place (the README and the tests name them too).
+TELEMETRY = "fleet/%s/telemetry"
+COMMANDS = "fleet/%s/cmd/"
+OTA = "fleet/%s/ota/"
+
+
+def acl_text(operators=("operator",), collectors=("collector",)):
+    """The acl_file: patterns for every board, then the services' own rules."""
+    lines = [
+        "# fleetwire identity ACL (fleetwire broker-config). The user name is the client",
+        "# certificate's CN (use_identity_as_username); %u stands for it.",
+        "#",
+        "# Every board: publish one level under fleet/<its id>/ (telemetry, status, ...) and",
+        "# under fleet/<its id>/data/; read only its own commands and updates. A command or an",
+        "# update topic itself (fleet/<id>/cmd, fleet/<id>/ota) is nobody's to publish.",
+        "pattern write fleet/%u/+",
+        "pattern write fleet/%u/data/#",
+        "pattern deny fleet/%u/cmd",
+        "pattern deny fleet/%u/ota",
+        "pattern read fleet/%u/cmd/#",
+        "pattern read fleet/%u/ota/#",
+    ]
+    for name in collectors:
+        pki.check_name(name, "collector name")
+        lines += [
+            "",
+            "# a collector: the fleet's telemetry, nothing else",
+            "user %s" % name,
+            "topic read fleet/+/telemetry",
+        ]
+    for name in operators:
+        pki.check_name(name, "operator name")
+        lines += [
+            "",
+            "# the operator: reads everything; alone sends commands and updates",
+            "user %s" % name,
+            "topic read fleet/#",
+            "topic write fleet/+/cmd/#",
+            "topic write fleet/+/ota/#",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def listener_lines(port, bind, cafile, certfile, keyfile, crlfile):
+    """The mutual-TLS listener (its TLS options follow it, as mosquitto wants)."""
+    return [
+        "listener %d %s" % (port, bind) if bind else "listener %d" % port,
+        "cafile %s" % cafile,
+        "certfile %s" % certfile,
+        "keyfile %s" % keyfile,
+        "crlfile %s" % crlfile,
+        "require_certificate true",
+        "use_identity_as_username true",
+    ]
+
+
+def security_lines(acl_path):
+    """Global options: nobody without a certificate, and the ACL."""
+    return ["allow_anonymous false", "acl_file %s" % acl_path]
+
+
+def write(
+    out,
+    ca,
+    hosts,
+    port=8883,
+    bind=None,
+    operators=("operator",),
+    collectors=("collector",),
+    log_dest="stdout",
+    persistence=True,
+):
+    """Write a complete broker directory for `ca` (a pki.FleetCA) -> the config's path:
+    mosquitto.conf, acl, ca.pem, crl.pem, server.pem and server.key (a certificate for
+    `hosts`, issued now by the fleet CA). The CA remembers the directory, so a
+    revocation refreshes its crl.pem."""
+    if not hosts:
+        raise pki.PKIError(
+            "the broker needs at least one host name or address for its certificate "
+            "(the name boards connect to; they check it)"
+        )
+    out = os.path.abspath(out)
+    for name in operators:
+        ca.reserve(name, "operator")
+    for name in collectors:
+        ca.reserve(name, "collector")
+    os.makedirs(out, exist_ok=True)
+    issued = ca.issue(hosts[0], role="server", hosts=hosts)
+    pki.write_private(os.path.join(out, "server.key"), pki.key_pem(issued.key))
+    pki.write_public(os.path.join(out, "server.pem"), pki.pem(issued.cert))
+    pki.write_public(os.path.join(out, "ca.pem"), pki.pem(ca.cert))
+    acl = os.path.join(out, "acl")
+    pki.write_public(acl, acl_text(operators, collectors).encode())
+    ca.add_broker(out)
+    p = lambda name: os.path.join(out, name)  # noqa: E731
+    lines = [
+        "# fleetwire broker-config: mutual TLS, one identity per certificate (%s)" % ca.name,
+        "# run: mosquitto -c %s ; after `fleetwire ca revoke` reload it (SIGHUP)" % p("mosquitto.conf"),
+        "per_listener_settings false",
+    ]
+    lines += security_lines(acl)
+    lines.append("log_dest %s" % log_dest)
+    lines.append("connection_messages true")
+    if persistence:
+        lines += ["persistence true", "persistence_location %s/" % out]
+    lines += listener_lines(port, bind, p("ca.pem"), p("server.pem"), p("server.key"), p("crl.pem"))
+    conf = p("mosquitto.conf")
+    pki.write_public(conf, ("\n".join(lines) + "\n").encode())
+    return conf
