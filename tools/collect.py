@@ -11,14 +11,15 @@ Runs until Ctrl-C or SIGTERM, then closes its files.
       --landing landing/          # a broker that enforces identity (fleetwire broker-config)
 """
 
-import os
 import signal
 import sys
 import time
 
+from fleetwire.tools import options
+
 
 def add_arguments(p):
-    p.add_argument("--broker", default="127.0.0.1:1883", help="HOST:PORT (default %(default)s)")
+    options.add_broker(p)
     p.add_argument("--landing", required=True, help="the landing zone directory")
     p.add_argument(
         "--id",
@@ -30,16 +31,7 @@ def add_arguments(p):
     )
     p.add_argument("--topic", default="fleet/+/telemetry", help="topic filter (default %(default)s)")
     p.add_argument("--fsync", action="store_true", help="fsync each file before its rename (power-cut safe)")
-    p.add_argument(
-        "--user",
-        help="MQTT user name; the password comes from $FLEETWIRE_MQTT_PASSWORD "
-        "(kept out of the process list)",
-    )
-    p.add_argument("--tls-ca", metavar="FILE", help="TLS: the CA of the broker's certificate (PEM)")
-    p.add_argument(
-        "--cert", metavar="FILE", help="mutual TLS: the collector's certificate (fleetwire ca issue)"
-    )
-    p.add_argument("--key", metavar="FILE", help="its private key")
+    options.add_login(p, "collector")
 
 
 def _stop(signum, frame):
@@ -49,24 +41,22 @@ def _stop(signum, frame):
 def run(args):
     from fleetwire.host.fleet.collector import Collector
 
-    host, _, port = args.broker.rpartition(":")
-    if not port.isdigit():
-        print("fleetwire collect: --broker must be HOST:PORT, not %r" % args.broker, file=sys.stderr)
+    host, port = args.broker
+    why = options.login_problem(args)
+    if why:
+        print("fleetwire collect: %s" % why, file=sys.stderr)
         return 2
     try:
-        for f in (args.tls_ca, args.cert, args.key):
-            if f and not os.path.isfile(f):
-                raise ValueError("%s: no such file" % f)
         c = Collector(
-            host or "127.0.0.1",
-            int(port),
+            host,
+            port,
             args.landing,
             args.id,
             args.share,
             args.topic,
             fsync=args.fsync,
             user=args.user,
-            password=os.environ.get("FLEETWIRE_MQTT_PASSWORD"),
+            password=options.password(),
             tls_ca=args.tls_ca,
             tls_cert=args.cert,
             tls_key=args.key,
@@ -76,7 +66,7 @@ def run(args):
         print("fleetwire collect: %s" % e, file=sys.stderr)
         return 2
     print(
-        "fleetwire collect: %s from %s into %s (Ctrl-C stops)" % (c.topic, args.broker, args.landing),
+        "fleetwire collect: %s from %s:%d into %s (Ctrl-C stops)" % (c.topic, host, port, args.landing),
         flush=True,
     )
     signal.signal(signal.SIGTERM, _stop)

@@ -20,9 +20,11 @@ the numbers are printed), 2 bad input, 1 failure (broker, report).
 import os
 import sys
 
+from fleetwire.tools import options
+
 
 def add_arguments(p):
-    p.add_argument("--broker", required=True, help="HOST:PORT")
+    options.add_broker(p, default=None)
     p.add_argument("--release", required=True, help="an app bundle (fleetwire bundle) or an ESP32 app image")
     p.add_argument("--version", help="the release's version (default: the one it names)")
     p.add_argument("--board", default="esp32", help="the board kind it is for (default %(default)s)")
@@ -86,11 +88,7 @@ def add_arguments(p):
         help="rolled back + failed devices, %% of those offered, that halt (default 20)",
     )
     g.add_argument("--rollback-on-halt", action="store_true", help="order the updated devices back on a halt")
-    g = p.add_argument_group("login (the operator's)")
-    g.add_argument("--tls-ca", help="CA of the broker's certificate")
-    g.add_argument("--cert", help="the operator's certificate (mutual TLS)")
-    g.add_argument("--key", help="its key")
-    g.add_argument("--user", help="user name (password from $FLEETWIRE_MQTT_PASSWORD)")
+    options.add_login(p, "operator")
 
 
 def _fail(msg):
@@ -120,11 +118,10 @@ def run(args):
     from fleetwire.host.rollout.service import ServiceError, UpdateService
     from fleetwire.host.rollout.release import Release, ReleaseError
 
-    host, _, port = args.broker.rpartition(":")
-    if not port.isdigit():
-        return _fail("--broker is HOST:PORT, not %r" % args.broker)
-    if (args.cert or args.key) and not (args.cert and args.key and args.tls_ca):
-        return _fail("--cert and --key go together, with --tls-ca")
+    host, port = args.broker
+    why = options.login_problem(args)
+    if why:
+        return _fail(why)
     if not (args.devices or args.device or args.discover):
         return _fail("which devices? --devices FILE, --device ID or --discover S")
     if not args.no_gate and not args.landing:
@@ -145,10 +142,10 @@ def run(args):
     except ValueError as e:
         return _fail(str(e))
     ids += args.device
-    password = os.environ.get("FLEETWIRE_MQTT_PASSWORD") if args.user else None
+    password = options.password() if args.user else None
     svc = UpdateService(
-        host or "127.0.0.1",
-        int(port),
+        host,
+        port,
         client_id="fleetwire-rollout-%d" % os.getpid(),
         tls_ca=args.tls_ca,
         tls_cert=args.cert,
@@ -182,8 +179,8 @@ def run(args):
                 from fleetwire.host.fleet.collector import Collector
 
                 collector = Collector(
-                    host or "127.0.0.1",
-                    int(port),
+                    host,
+                    port,
                     args.landing,
                     "rollout-collector-%d" % os.getpid(),
                     tls_ca=args.tls_ca,

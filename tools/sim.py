@@ -31,10 +31,12 @@ import asyncio
 import json
 import sys
 
+from fleetwire.tools import options
+
 
 def add_arguments(p):
     p.add_argument("--devices", type=int, default=200, help="number of devices (default %(default)s)")
-    p.add_argument("--broker", default="127.0.0.1:1883", help="HOST:PORT (default %(default)s)")
+    options.add_broker(p)
     p.add_argument(
         "--period", type=int, default=60, help="reporting period, simulated seconds (default %(default)s)"
     )
@@ -78,10 +80,10 @@ def add_arguments(p):
 def run(args):
     from fleetwire.host.fleet.sim import Simulator, progress_line
 
-    host, _, port = args.broker.rpartition(":")
-    if not port.isdigit() or args.devices < 1 or args.period < 1 or args.speed <= 0 or args.duration <= 0:
+    host, port = args.broker
+    if args.devices < 1 or args.period < 1 or args.speed <= 0 or args.duration <= 0:
         print(
-            "fleetwire sim: need --broker HOST:PORT and positive --devices, --period, --speed, --duration",
+            "fleetwire sim: need positive --devices, --period, --speed, --duration",
             file=sys.stderr,
         )
         return 2
@@ -116,8 +118,8 @@ def run(args):
             print("fleetwire sim: %s" % e, file=sys.stderr)
             return 2
     sim = Simulator(
-        host or "127.0.0.1",
-        int(port),
+        host,
+        port,
         devices=args.devices,
         period_s=args.period,
         speed=args.speed,

@@ -51,7 +51,7 @@ class BrokerError(RuntimeError):
     """The broker did not start, or stopped while starting (the message has its log's tail)."""
 
 
-def _die_with_parent():
+def die_with_parent():
     # Linux: the broker's first process gets SIGTERM if the test process dies without
     # running atexit; only from the main thread (the kernel ties it to the thread).
     import ctypes
@@ -59,7 +59,31 @@ def _die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-class Broker:
+class Owned:
+    """A broker process this interpreter started, with its files in a temp dir of its own
+    (self.dir): close() stops it and removes the dir, and whatever is still open at exit is
+    killed and removed even if nobody closed it. Subclasses call own() once set up and
+    provide stop() and kill()."""
+
+    def own(self):
+        self._closed = False
+        _open.add(self)
+
+    def close(self):
+        """Stop and delete the temp dir (config, log, store, certificates)."""
+        self.stop()
+        self._closed = True
+        _open.discard(self)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Broker(Owned):
     """One broker of the matrix. `with make("aedes") as b:` or start()/close().
 
     name, host, port, address: where it listens (plain MQTT, loopback only).
@@ -88,8 +112,7 @@ class Broker:
             self.start_timeout = start_timeout
         self.proc = None
         self.port = free_port()
-        self._closed = False
-        _open.add(self)
+        self.own()
 
     # ---- what subclasses provide
 
@@ -155,7 +178,7 @@ class Broker:
         self._write_config()
         kw = {}
         if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread():
-            kw["preexec_fn"] = _die_with_parent
+            kw["preexec_fn"] = die_with_parent
         with open(self.log_path, "ab") as log:
             # Its own process group, so stop() reaches every process it starts.
             self.proc = subprocess.Popen(
@@ -222,19 +245,6 @@ class Broker:
 
     def log_tail(self, n=40):
         return "\n".join(self.log_text().splitlines()[-n:])
-
-    def close(self):
-        """Stop and delete the temp dir."""
-        self.stop()
-        self._closed = True
-        _open.discard(self)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         return "<%s %s:%s %s>" % (self.name, self.host, self.port, "running" if self.running else "stopped")

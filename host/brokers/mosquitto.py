@@ -12,7 +12,6 @@ anonymous clients, sessions and retained messages in memory, $SYS every second, 
 dynamic-security plugin it ships to refuse subscriptions under DENIED_PREFIX (its acl_file
 cannot: mosquitto grants such a subscription and only filters what it delivers)."""
 
-import atexit
 import base64
 import hashlib
 import json
@@ -25,14 +24,12 @@ import tempfile
 import threading
 import time
 
-from .base import HOST, Broker, Quirk, accepts, free_port  # noqa: F401
+from .base import HOST, Broker, Owned, Quirk, accepts, die_with_parent, free_port  # noqa: F401
 from fleetwire.host import Missing
 
 # Debian installs it in /usr/sbin, which is not on a normal user's PATH.
 FALLBACK_PATHS = ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto", "/usr/bin/mosquitto")
 INSTALL_HINT = "apt-get install -y mosquitto"
-
-_open = set()  # instances not yet close()d: killed and removed at exit
 
 
 class MosquittoMissing(Missing):
@@ -110,17 +107,7 @@ def make_certs(d, hostnames=("localhost",), ips=(HOST,), days=30):
 # ---- the broker
 
 
-def _die_with_parent():
-    # Linux: the broker gets SIGTERM if this process dies without running atexit
-    # (SIGKILL, a crash). Only used when started from the main thread, because the
-    # kernel ties it to the starting *thread*: a Timer thread that restarts the
-    # broker would otherwise take it down when it ends.
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-class Mosquitto:
+class Mosquitto(Owned):
     """mosquitto on 127.0.0.1. Use `with Mosquitto(...) as b:` or start()/close().
 
     persistence: True (a store in the temp dir) or a directory path; kept across
@@ -202,8 +189,7 @@ class Mosquitto:
                     f.write("%s:%s\n" % (name, hash_password(pw)))
         self.proc = None
         self._pick_ports()
-        self._closed = False
-        _open.add(self)
+        self.own()
 
     def _identity_files(self, ca, services):
         from fleetwire.host.identity import brokerconf, pki
@@ -333,7 +319,7 @@ class Mosquitto:
     def _launch(self, timeout):
         kw = {}
         if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread():
-            kw["preexec_fn"] = _die_with_parent
+            kw["preexec_fn"] = die_with_parent
         with open(self._stderr_path, "ab") as err:
             self.proc = subprocess.Popen(
                 [self.binary, "-c", self.config_path],
@@ -468,19 +454,6 @@ class Mosquitto:
                 )
             time.sleep(0.02)
 
-    def close(self):
-        """Stop and delete the temp dir (config, log, store, certificates)."""
-        self.stop()
-        self._closed = True
-        _open.discard(self)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __repr__(self):
         return "<Mosquitto %s:%s%s %s>" % (
             self.host,
@@ -488,13 +461,6 @@ class Mosquitto:
             " tls:%s" % self.tls_port if self.tls else "",
             "running" if self.running else "stopped",
         )
-
-
-@atexit.register
-def _cleanup():
-    for b in list(_open):
-        b.kill()
-        shutil.rmtree(b.dir, ignore_errors=True)
 
 
 DYNSEC_PATHS = (

@@ -29,6 +29,7 @@ import threading
 import time
 
 from fleetwire.host.fleet import record as schema
+from fleetwire.host.identity.login import connect_and_wait, disconnect, paho_client
 
 TOPIC = "fleet/+/telemetry"
 MAX_RECORD = 64 * 1024
@@ -111,30 +112,16 @@ class Collector:
     # ---- life
 
     def start(self, timeout=10):
-        import paho.mqtt.client as mqtt
-
         os.makedirs(self.landing, exist_ok=True)
         self.recover()
-        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.id, clean_session=False)
-        if self.user is not None:
-            c.username_pw_set(self.user, self.password)
-        elif self.password is not None:
-            raise ValueError("a password needs a user name (MQTT-3.1.2-22)")
-        if self.tls[0]:
-            c.tls_set(ca_certs=self.tls[0], certfile=self.tls[1], keyfile=self.tls[2])
+        c = paho_client(self.id, False, self.user, self.password, self.tls)
         c.on_connect = self._on_connect
         c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message
         c.on_subscribe = self._on_subscribe
         c.reconnect_delay_set(1, 30)
         self._client = c
-        c.connect(self.host, self.port, keepalive=30)
-        c.loop_start()
-        # a refused collector says why at once, not after the timeout
-        if not self._answered.wait(timeout):
-            why = "no SUBACK within %s s%s" % (timeout, " (%s)" % self.error if self.error else "")
-        else:
-            why = self.error
+        why = connect_and_wait(c, self.host, self.port, self._answered, lambda: self.error, timeout)
         if why:
             self.stop()
             raise RuntimeError("broker %s:%d: %s" % (self.host, self.port, why))
@@ -142,9 +129,7 @@ class Collector:
 
     def stop(self):
         c, self._client = self._client, None
-        if c is not None:
-            c.disconnect()
-            c.loop_stop()
+        disconnect(c)
         self.close_all()
 
     def __enter__(self):

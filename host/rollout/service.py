@@ -21,6 +21,8 @@ import struct
 import threading
 import time
 
+from fleetwire.host.identity.login import connect_and_wait, disconnect, paho_client
+
 MAX_COUNT = 64  # chunks per request at most: a board asks for a window, not the image
 
 
@@ -86,34 +88,21 @@ class UpdateService:
     # ---- life
 
     def start(self, timeout=10):
-        import paho.mqtt.client as mqtt
-
-        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=True)
-        if self.user is not None:
-            c.username_pw_set(self.user, self.password)
-        if self.tls[0]:
-            c.tls_set(ca_certs=self.tls[0], certfile=self.tls[1], keyfile=self.tls[2])
+        c = paho_client(self.client_id, True, self.user, self.password, self.tls)
         c.max_inflight_messages_set(100)
         c.on_connect = self._on_connect
         c.on_message = self._on_message
         c.on_subscribe = self._on_subscribe
         self._client = c
-        try:
-            c.connect(self.host, self.port, keepalive=30)
-        except OSError as e:
-            raise ServiceError("cannot reach the broker at %s:%d: %s" % (self.host, self.port, e))
-        c.loop_start()
-        if not self._ready.wait(timeout) or self.error:
+        why = connect_and_wait(c, self.host, self.port, self._ready, lambda: self.error, timeout)
+        if why:
             self.stop()
-            why = self.error or "no SUBACK within %s s" % timeout
             raise ServiceError("broker %s:%d: %s" % (self.host, self.port, why))
         return self
 
     def stop(self):
         c, self._client = self._client, None
-        if c is not None:
-            c.disconnect()
-            c.loop_stop()
+        disconnect(c)
 
     def __enter__(self):
         return self.start()

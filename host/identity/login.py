@@ -1,0 +1,39 @@
+"""A host tool's own MQTT client (paho-mqtt), logged in as fleet identity asks: a user name
+and password, or mutual TLS with the tool's certificate (fleetwire ca issue). The collector
+and the update service both connect this way."""
+
+
+def paho_client(client_id, clean_session, user=None, password=None, tls=(None, None, None)):
+    """A paho-mqtt 2.x client, not yet connected. tls: (CA file, certificate, key); with no CA,
+    plain MQTT. ValueError for a password without a user name (MQTT-3.1.2-22)."""
+    import paho.mqtt.client as mqtt
+
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean_session)
+    if user is not None:
+        c.username_pw_set(user, password)
+    elif password is not None:
+        raise ValueError("a password needs a user name (MQTT-3.1.2-22)")
+    if tls[0]:
+        c.tls_set(ca_certs=tls[0], certfile=tls[1], keyfile=tls[2])
+    return c
+
+
+def connect_and_wait(c, host, port, answered, error, timeout):
+    """Connect c, start its network thread and wait for `answered` (an Event the client's
+    callbacks set on SUBACK or a refusal) -> why it failed (error(): what the callbacks kept,
+    or no answer in time), or None. A refused client says why at once, not after the timeout."""
+    try:
+        c.connect(host, port, keepalive=30)
+    except OSError as e:
+        return "cannot reach the broker: %s" % e
+    c.loop_start()
+    if not answered.wait(timeout):
+        return "no SUBACK within %s s%s" % (timeout, " (%s)" % error() if error() else "")
+    return error()
+
+
+def disconnect(c):
+    """Disconnect a client from paho_client() and stop its network thread (c may be None)."""
+    if c is not None:
+        c.disconnect()
+        c.loop_stop()
