@@ -1,4 +1,8 @@
-"""Fixtures shared by the whole suite."""
+"""Fixtures shared by the whole suite, and its tiers: each test is marked by what it needs,
+read from the fixtures it uses (NEEDS), so nobody has to remember a marker. The fast tier
+(`bash tools/run.sh test --fast`) is every test that needs no broker, no Spark and no board:
+the codec on both interpreters, the session, the stores, the CLI, the layout, the portable
+cases."""
 
 import os
 import subprocess
@@ -59,3 +63,47 @@ def mpy(board_lib):
 
 def run_cpython(args, **kw):
     return subprocess.run([sys.executable] + list(args), capture_output=True, text=True, **kw)
+
+
+# marker -> the fixtures that mean a test needs it (those of the plugins, of tests/*/conftest.py
+# and of single test modules alike)
+NEEDS = {
+    "broker": {
+        "mosquitto",
+        "mosquitto_tls",
+        "fresh_mosquitto",
+        "identity_mosquitto",
+        "broker",
+        "broker_pool",
+        "make_observer",
+        "observer",
+        "make_proxy",
+        "hil_broker",
+        "matrix_broker",
+    },
+    "spark": {"spark", "spark_cluster", "run_job", "report_cli", "java"},
+    "board": {"hil_board", "ota_hil_board", "ota_board", "vboard", "board"},
+    "micropython": {"mpy", "board_lib", "board_lib_py", "device"},
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in NEEDS.items():
+            if names & fixtures:
+                item.add_marker(marker)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("interp") == "micropython":
+            item.add_marker("micropython")
+
+
+@pytest.fixture(scope="session")
+def java():
+    """The Java that Spark runs on (a test that starts Spark in a process of its own takes this,
+    which marks it `spark`)."""
+    import shutil
+
+    path = shutil.which("java")
+    assert path, "Spark needs Java 17 or later: bash tools/run.sh setup installs it"
+    return path

@@ -205,7 +205,7 @@ def test_installed_it_starts_a_board_and_deploys_a_program_that_reports_to_the_b
             vb.kill()
 
 
-def test_installed_it_runs_the_fleet_report_on_a_small_landing_zone(installed, tmp_path):
+def test_installed_it_runs_the_fleet_report_on_a_small_landing_zone(installed, tmp_path, java):
     zone = tmp_path / "landing"
     r = fw(installed, "gen-telemetry", "--out", str(zone), "--devices", "5", "--hours", "1", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr

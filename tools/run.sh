@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fleetwire's two top-level commands, each doing its own set-up on a fresh Debian machine:
 #   bash tools/run.sh demo   - the main job (the fleet demo)
-#   bash tools/run.sh test   - the whole test suite (what CI runs)
+#   bash tools/run.sh test   - the whole test suite (what CI runs); `test --fast`: the fast tier
 # Set-up is idempotent: a venv in .venv, the project installed editable with its
 # [dev] extras (re-installed when pyproject.toml changes), the Debian packages the
 # suite needs, installed only if absent, and the npm packages of the aedes broker
@@ -94,7 +94,15 @@ case "$cmd" in
     test)
         setup
         cd "$root"
-        if [ $# -eq 0 ]; then
+        fast=""
+        if [ "${1:-}" = "--fast" ]; then
+            # the fast tier: every test that needs no broker, no Spark and no board (markers
+            # set from the fixtures a test uses: tests/conftest.py)
+            shift
+            fast=1
+            set -- -m "not broker and not spark and not board" "$@"
+        fi
+        if [ $# -eq 0 ] || [ -n "$fast" ]; then
             # the whole suite starts with lint and format (pyproject.toml's [tool.ruff])
             say "ruff check, ruff format --check"
             "$venv/bin/ruff" check --quiet .

@@ -35,17 +35,23 @@ def spark_cluster(tmp_path_factory):
         yield c.url
 
 
-def report_cli(*args, cwd=None, timeout=600):
-    """`fleetwire report ARGS` as a user runs it (the driver on loopback)."""
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
-    return subprocess.run(
-        FW + ["report"] + [str(a) for a in args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=cwd,
-    )
+@pytest.fixture(scope="session")
+def report_cli(java):
+    """report_cli(*args, cwd=None, timeout=600): `fleetwire report ARGS` as a user runs it (the
+    driver on loopback) -> CompletedProcess."""
+
+    def run(*args, cwd=None, timeout=600):
+        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+        return subprocess.run(
+            FW + ["report"] + [str(a) for a in args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
+        )
+
+    return run
 
 
 @pytest.fixture

@@ -132,7 +132,7 @@ def test_the_cli_reports_a_missing_landing_zone_in_one_line(tmp_path):
     ]
 
 
-def test_the_cli_explains_input_with_no_usable_record_without_a_java_trace(tmp_path):
+def test_the_cli_explains_input_with_no_usable_record_without_a_java_trace(tmp_path, java):
     d = tmp_path / "landing" / "date=2026-01-05" / "hour=00"
     d.mkdir(parents=True)
     (d / "part-00000.ndjson").write_text('not json\n{"device_id": "x"}\n')

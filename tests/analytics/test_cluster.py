@@ -9,7 +9,7 @@ import pytest
 from fleetwire.host.analytics import generator
 
 import analytics_reference as R
-from conftest import report_cli, table
+from conftest import table
 
 KEYS = {
     "device_window": ["device_id", "window_start"],
@@ -48,7 +48,7 @@ def same_tables(out, ref):
 
 
 @pytest.fixture(scope="module")
-def on_cluster(spark_cluster, fleet):
+def on_cluster(spark_cluster, fleet, report_cli):
     """The batch report on the cluster, --input and --out given as file:// URIs, run from an empty
     directory that is neither."""
     base, _ = fleet
@@ -81,7 +81,9 @@ def test_file_uris_leave_nothing_outside_out(on_cluster):
         assert (out / name).is_file(), name
 
 
-def test_the_incremental_report_on_a_standalone_cluster_matches_the_local_batch_run(spark_cluster, fleet):
+def test_the_incremental_report_on_a_standalone_cluster_matches_the_local_batch_run(
+    spark_cluster, fleet, report_cli
+):
     base, df = fleet
     landing, out = base / "landing-inc", "file://%s" % (base / "results-inc" / "cluster")
     first = report_cli(

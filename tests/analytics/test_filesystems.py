@@ -9,7 +9,7 @@ import pytest
 from fleetwire.host.analytics import generator, landing
 from fleetwire.host.analytics.storage import SchemeError
 
-from conftest import report_cli, table
+from conftest import table
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def small_landing(tmp_path_factory):
     ],
 )
 def test_a_scheme_without_a_filesystem_class_is_one_line_and_exit_2(
-    tmp_path, small_landing, option, uri, how
+    tmp_path, small_landing, option, uri, how, report_cli
 ):
     args = {"--input": str(small_landing[0]), "--out": str(tmp_path / "out")}
     args[option] = uri

@@ -13,7 +13,7 @@ FW = [sys.executable, "-m", "fleetwire.tools.cli"]
 
 
 @pytest.fixture(scope="module")
-def report_dir(tmp_path_factory):
+def report_dir(tmp_path_factory, java):
     base = tmp_path_factory.mktemp("cli")
     g = subprocess.run(
         FW + ["gen-telemetry", "--devices", "15", "--hours", "3", "--out", str(base / "landing")],
