@@ -36,6 +36,18 @@
 #   messages wait in it (flash) and take a slot when the window does; the slot then holds
 #   the record's handle (_t is None, _m the handle).
 #
+# The slot arrays are the Session's, and these feature modules reach into them (a board
+# cannot afford an accessor per field; this table is the contract, kept by hand):
+#   module      writes                                         calls
+#   store.py    _t _m _p _f _n _c, inflight (a stored message  _slot, _compact
+#               takes a slot; a moved record's handle in _m)
+#   mount.py    _m _p _f _n _c, inflight (the restore: what    _slot
+#               was in flight on flash takes its slot again)
+#   qos2.py     _f (WRITTEN -> RECEIVED on PUBREC)             _slot
+#   renew.py    _f (RESEND), _c; _sf (a clean session forgets  _slot, _release, _advance
+#               its filters)
+#   dropold.py  _queued (a dropped QoS 0 message)              _slot, _release, _advance
+#
 # Features a program may not use live in modules loaded by the call that needs them,
 # never by a packet's arrival: qos2.py (publish or subscribe at QoS 2, a persistent
 # session, a store), store.py (store=), reconnect.py (reconnect=True), renew.py (a

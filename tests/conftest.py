@@ -14,8 +14,6 @@ from fleetwire.host.rig import build, micropython
 
 pytest_plugins = ["fleetwire.host.testing.pytest_plugin", "fleetwire.host.testing.hil"]
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 from support import ROOT  # noqa: F401,E402
 
 

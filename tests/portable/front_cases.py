@@ -1,9 +1,15 @@
 # What MQTTClient and AsyncClient share (session.Front), checked on both fronts
 # without a broker. Portable: runs unchanged on CPython and on the MicroPython
 # unix port (tests/portable/run.py).
+
 from fleetwire.client import MQTTClient
 from fleetwire.aio import AsyncClient
 from run import raises
+
+# On MicroPython (tests/portable/test_portable.py): the heap, and the modules it imports by
+# their bare names (beside it, or fleetwire.host.portable's), compiled with it.
+HEAP = "96K"
+ALSO = ()
 
 
 def fronts():

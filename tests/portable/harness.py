@@ -1,69 +1,58 @@
-"""Run a portable test module's cases on CPython (in-process) and on the MicroPython
-unix port (one subprocess per module, .mpy-compiled, constrained heap), and report
-each case as its own pytest test so a failure is named."""
+"""Run a portable cases module (tests/portable/*_cases.py) on CPython (in-process) and on the
+MicroPython unix port (one subprocess per module, .mpy-compiled, at the heap the module asks
+for), each case its own pytest test so a failure is named. test_portable.py collects every
+cases module there is: a new one needs no file of its own."""
 
 import importlib
 import os
 import subprocess
-import sys
 
-import pytest
-
-from fleetwire.host.rig import build, micropython
+from fleetwire.host.portable import PATH as PORTABLE
 from fleetwire.host.portable.vectors import parse_results
+from fleetwire.host.rig import build, micropython
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _mp_results = {}
 
 
-def case_names(modname):
-    sys.path.insert(0, HERE)
-    try:
-        mod = importlib.import_module(modname)
-    finally:
-        sys.path.remove(HERE)
+def modules():
+    """The cases modules, by name."""
+    return sorted(f[:-3] for f in os.listdir(HERE) if f.endswith("_cases.py"))
+
+
+def cases(modname):
+    """-> (the module, the names of its cases). tests/portable is on pytest's pythonpath:
+    the cases import run and each other by their bare names, as on MicroPython."""
+    mod = importlib.import_module(modname)
     return mod, sorted(n for n in dir(mod) if n.startswith("test_"))
 
 
-def run_on_micropython(modname, board_lib, tmpdir, heap="96K", extra=()):
-    """-> {case: None | failure text} for every case of the module, run once per session.
+def source(name):
+    """The file of a module a cases module imports by its bare name: beside it, or host code
+    that also runs on MicroPython (fleetwire.host.portable: not in the board tree)."""
+    for d in (HERE, PORTABLE):
+        p = os.path.join(d, name + ".py")
+        if os.path.exists(p):
+            return p
+    raise FileNotFoundError("%s.py is neither in %s nor in %s" % (name, HERE, PORTABLE))
 
-    extra: paths of further modules the cases import by their bare name (host code
-    such as host/portable/norflash.py, which is not in the board tree)."""
-    key = (modname, heap)
-    if key not in _mp_results:
+
+def run_on_micropython(modname, board_lib, tmpdir):
+    """-> {case: None | failure text} for every case of the module, run once per session."""
+    if modname not in _mp_results:
+        mod, _ = cases(modname)
         cross = build.mpy_cross_command()
-        srcs = [os.path.join(HERE, f + ".py") for f in (modname, "run")] + list(extra)
-        for src in srcs:
-            f = os.path.basename(src)[:-3]
+        for name in (modname, "run") + tuple(mod.ALSO):
             r = subprocess.run(
-                [cross, "-o", os.path.join(tmpdir, f + ".mpy"), "-s", f + ".py", src],
+                [cross, "-o", os.path.join(tmpdir, name + ".mpy"), "-s", name + ".py", source(name)],
                 capture_output=True,
                 text=True,
             )
             assert r.returncode == 0, r.stderr
         env_lib = board_lib + os.pathsep + tmpdir
-        r = micropython.run(["-m", "run", modname], lib=env_lib, heap=heap, timeout=600)
+        r = micropython.run(["-m", "run", modname], lib=env_lib, heap=mod.HEAP, timeout=600)
         res = parse_results(r.stdout)
         if not res:
             res = {"<module>": "no results; exit %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr)}
-        _mp_results[key] = res
-    return _mp_results[key]
-
-
-def make_tests(modname, heap="96K", extra=()):
-    """-> (test_cpython, test_micropython) to assign in a pytest module."""
-    mod, names = case_names(modname)
-
-    @pytest.mark.parametrize("case", names)
-    def test_cpython(case):
-        getattr(mod, case)()
-
-    @pytest.mark.micropython
-    @pytest.mark.parametrize("case", names)
-    def test_micropython(case, board_lib, tmp_path_factory):
-        res = run_on_micropython(modname, board_lib, str(tmp_path_factory.mktemp("portable")), heap, extra)
-        assert case in res, "case did not run on MicroPython: %r" % res.get("<module>", res)
-        assert res[case] is None, res[case]
-
-    return test_cpython, test_micropython
+        _mp_results[modname] = res
+    return _mp_results[modname]

@@ -1,5 +1,6 @@
 # The NOR-flash emulator behaves like the real part where power-loss safety
 # depends on it. Portable: CPython and the MicroPython unix port.
+
 import sys
 
 try:
@@ -8,6 +9,11 @@ except ImportError:  # MicroPython: host code is not in the board tree
     from norflash import NorFlash, PowerCut, FlashMisuse
 
 from run import raises
+
+# On MicroPython (tests/portable/test_portable.py): the heap, and the modules it imports by
+# their bare names (beside it, or fleetwire.host.portable's), compiled with it.
+HEAP = "96K"
+ALSO = ("norflash",)
 
 MP = sys.implementation.name == "micropython"
 

@@ -2,6 +2,7 @@
 # client's packets out, a fake clock. Portable: runs unchanged on CPython and on
 # the MicroPython unix port (tests/portable/run.py). Names carry the MQTT 3.1.1
 # statement id a case proves, where there is one.
+
 from fleetwire.session import Session, CONNECTED, DISCONNECTED
 from fleetwire.feed import feed
 from fleetwire.errors import ProtocolError, ConnectRefused, QueueFull, MQTTException
@@ -9,6 +10,11 @@ from fleetwire.reconnect import backoff
 from fleetwire.codec import packets as P
 from run import raises
 from session_kit import out, packet, recv, session, start, eq, events, reconnect, raw_publish
+
+# On MicroPython (tests/portable/test_portable.py): the heap, and the modules it imports by
+# their bare names (beside it, or fleetwire.host.portable's), compiled with it.
+HEAP = "136K"  # the client, the codec whole and these cases; 128K left a long-topic case at its edge
+ALSO = ("session_kit",)
 
 
 # ---- CONNECT and CONNACK

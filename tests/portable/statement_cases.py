@@ -1,10 +1,16 @@
 # The MQTT 3.1.1 client statements that no flow in session_cases.py names, one case each,
 # named for the statement ids it proves (tools/statements.py counts them). Portable:
 # CPython and the MicroPython unix port.
+
 from fleetwire.session import Session
 from fleetwire.codec import packets as P
 from run import raises
 from session_kit import out, raw_out, recv, session, eq, events, reconnect
+
+# On MicroPython (tests/portable/test_portable.py): the heap, and the modules it imports by
+# their bare names (beside it, or fleetwire.host.portable's), compiled with it.
+HEAP = "96K"
+ALSO = ("session_kit",)
 
 
 def connect_flags(s):

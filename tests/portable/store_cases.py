@@ -1,5 +1,5 @@
 # The ring store under power cuts, and Paho's restore semantics. Portable: runs on
-# CPython and on the MicroPython unix port (tests/test_store.py runs both).
+# CPython and on the MicroPython unix port (tests/portable/test_portable.py runs both).
 #
 # The sweep plays one scripted workload — QoS 1 and 2 publishes while offline and
 # online, PUBACK, PUBREC/PUBREL/PUBCOMP, inbound QoS 2, restarts, enough traffic to
@@ -10,6 +10,7 @@
 # then it must still work. host/portable/cutsweep.py sweeps every operation of a longer
 # workload with a modelled broker, by forking instead of replaying (the last tests
 # here run it short; bench/store.py --sweep runs it at full size).
+
 import gc
 import sys
 
@@ -26,6 +27,11 @@ from fleetwire.session import Session
 from fleetwire.feed import feed
 from fleetwire.store import StoreFull
 from fleetwire.codec import wire
+
+# On MicroPython (tests/portable/test_portable.py): the heap, and the modules it imports by
+# their bare names (beside it, or fleetwire.host.portable's), compiled with it.
+HEAP = "256K"
+ALSO = ("norflash", "cutsweep")
 
 PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 3, 4, 5, 6, 7  # packet types
 

@@ -1,10 +1,16 @@
 # The vitals agent's record against the real client and store, offline. Portable: runs
 # unchanged on CPython and on the MicroPython unix port (tests/portable/run.py).
+
 import json
 
 from fleetwire import MQTTClient
 from fleetwire.ramstore import RamStore
 from fleetwire.vitals import RamState, Vitals
+
+# On MicroPython (tests/portable/test_portable.py): the heap, and the modules it imports by
+# their bare names (beside it, or fleetwire.host.portable's), compiled with it.
+HEAP = "96K"
+ALSO = ()
 
 
 def store_used(v):

@@ -2,7 +2,6 @@
 plainly, proven against fake serial ports -- a silent one (no chip), a noisy one,
 and a fake ROM bootloader answering as a given chip -- and against bad files."""
 
-import os
 import struct
 import subprocess
 import sys
@@ -12,8 +11,7 @@ import serial
 
 from fleetwire.host.rig.flash import FlashError, check_firmware, detect, expand_ports
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_esp import FakeChip  # noqa: E402
+from rig.fake_esp import FakeChip
 
 
 def image(segments=((0x40080000, 64),), hash_appended=False):
