@@ -97,10 +97,10 @@ case "$cmd" in
         fast=""
         if [ "${1:-}" = "--fast" ]; then
             # the fast tier: every test that needs no broker, no Spark and no board (markers
-            # set from the fixtures a test uses: tests/conftest.py)
+            # set from the fixtures a test uses: tests/conftest.py), on both cores
             shift
             fast=1
-            set -- -m "not broker and not spark and not board" "$@"
+            set -- -n 2 -m "not broker and not spark and not board" "$@"
         fi
         if [ $# -eq 0 ] || [ -n "$fast" ]; then
             # the whole suite starts with lint and format (pyproject.toml's [tool.ruff])

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 
-def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path):
+def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
     # the story at a small size: 40 devices, 2 simulated hours in 10 s; the gate between the
     # stages is the Spark report's release table, so this is the end-to-end run of the gate
     out = tmp_path / "demo"
@@ -66,7 +66,7 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path):
     assert not accepts("127.0.0.1", port), "the demo's mosquitto is still running"
 
 
-def test_ctrl_c_stops_everything_the_demo_started(tmp_path):
+def test_ctrl_c_stops_everything_the_demo_started(tmp_path, java):
     import signal
     import time
 
