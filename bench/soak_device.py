@@ -17,14 +17,8 @@ from flashfile import FlashFile
 
 try:
     from time import ticks_ms, ticks_diff
-except ImportError:
-    import time
-
-    def ticks_ms():
-        return int(time.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
+except ImportError:  # CPython: the client's own stand-ins
+    from fleetwire.cpython import ticks_ms, ticks_diff
 
 
 front, host, port, cid, topic, flash = sys.argv[1:7]
