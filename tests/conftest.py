@@ -16,6 +16,11 @@ pytest_plugins = ["fleetwire.host.testing.pytest_plugin", "fleetwire.host.testin
 
 from support import ROOT  # noqa: F401,E402
 
+# Spark as the suite runs it (tests/spark-conf/spark-defaults.conf says why): every JVM a test
+# starts, in this process or a child, the standalone cluster's executors included.
+os.environ.setdefault("SPARK_CONF_DIR", os.path.join(ROOT, "tests", "spark-conf"))
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
 
 @pytest.fixture(scope="session")
 def board_lib(tmp_path_factory):
@@ -85,6 +90,33 @@ NEEDS = {
 }
 
 
+# How the whole suite spreads over its workers (pytest-xdist, --dist loadgroup, from
+# tools/run.sh). The longest work goes out first, so that no worker is left with it at the end
+# (the suite's wall time is its longest worker's); seconds each took alone on 2 cores,
+# `pytest --durations=0`. The order changes nothing but when a test runs.
+LONGEST_FIRST = (
+    "tests/analytics/test_cluster.py",  # ~190 s: a standalone cluster's master, workers, executors
+    "tests/analytics/test_incremental.py",  # ~500 s in one group (one JVM, below)
+    "tests/fleet/test_demo.py",  # ~150 s: the whole pipeline
+    "tests/test_wheel.py",
+    "tests/analytics/",
+    "tests/portable/test_portable.py::test_cpython[store-",  # the power-cut sweeps, CPU-bound
+    "tests/ota/",
+    "tests/resilience/test_cut_sweep.py",
+    "tests/hil/",
+    "tests/rig/",
+    "tests/fleet/",
+    "tests/device/test_brokers.py",
+)
+
+
+def rank(nodeid):
+    for i, prefix in enumerate(LONGEST_FIRST):
+        if nodeid.startswith(prefix):
+            return i
+    return len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
@@ -94,6 +126,11 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("interp") == "micropython":
             item.add_marker("micropython")
+        if "spark" in names:
+            # one SparkSession (a JVM) per worker: a module's tests share the worker that
+            # started it, instead of every worker starting its own
+            item.add_marker(pytest.mark.xdist_group("spark-" + item.module.__name__))
+    items.sort(key=lambda item: rank(item.nodeid))  # stable: each group keeps its order
 
 
 @pytest.fixture(scope="session")

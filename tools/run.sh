@@ -102,7 +102,14 @@ case "$cmd" in
             fast=1
             set -- -n 2 -m "not broker and not spark and not board" "$@"
         fi
-        if [ $# -eq 0 ] || [ -n "$fast" ]; then
+        if [ $# -eq 0 ]; then
+            # the whole suite, on four workers over the 2 cores (most tests wait on a broker, a
+            # board or a clock more than they compute); a Spark module keeps to one worker, and
+            # the longest work goes out first, in tests/conftest.py's order
+            set -- -n 4 --dist loadgroup --no-loadscope-reorder
+            whole=1
+        fi
+        if [ -n "${whole:-}" ] || [ -n "$fast" ]; then
             # the whole suite starts with lint and format (pyproject.toml's [tool.ruff])
             say "ruff check, ruff format --check"
             "$venv/bin/ruff" check --quiet .
