@@ -12,7 +12,7 @@ and release size (16 KB to 256 KB of one file):
   when a pool is full a new one, whose spare room later names take);
 - held downloading: the heap in use (after a collection) 8 chunks into the download;
 - peak: the most in use at any chunk (inside the write, the client's message alive), in the
-  check and at the switch (fleetwire.otaops loaded, unpacking);
+  check and at the switch (fleetwire.ota.ops loaded, unpacking);
 - per chunk: bytes allocated per chunk by everything (the client's message as `bytes`, its
   acknowledgement, the updater's requests: a run without collections), and by the updater's
   own handling of a chunk;

@@ -49,7 +49,7 @@ micropython.qstr_info()  # "qstr pool: ... n_total_bytes=N": the interned names'
 if len(sys.argv) > 7:  # connect only: the smallest heap for the client alone
     print("CONNECTED")
     sys.exit(0)
-from fleetwire.ota import Updater  # noqa: E402  (after connect: the updater's own cost is counted)
+from fleetwire.ota.agent import Updater  # noqa: E402  (after connect: the updater's own cost is counted)
 
 done = []
 
@@ -61,7 +61,7 @@ def restart():
 
 def make():
     # in a function: a module-level expression's leftovers on the VM stack would keep what the
-    # updater's constructor loaded for the moment (fleetwire.otaops) from being collected
+    # updater's constructor loaded for the moment (fleetwire.ota.ops) from being collected
     return Updater(
         dev,
         lambda t, p: c.publish(t, p, False, 0, block=False),
@@ -77,7 +77,7 @@ def make():
 u = make()
 R["updater_idle"] = used() - R["connected"]
 micropython.qstr_info()  # and after: the updater's names (and the table's new room)
-import fleetwire.otaapp as otaapp  # noqa: E402  (loaded by the first offer of an app bundle)
+import fleetwire.ota.app as otaapp  # noqa: E402  (loaded by the first offer of an app bundle)
 
 
 class Measured(otaapp.AppTarget):

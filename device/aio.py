@@ -117,7 +117,7 @@ class AsyncClient(Session):
         # raises with the link shut down and the reason kept in _error.
         n = self.start(ticks_ms())  # what MQTT refuses raises here (ValueError), before anything opens
         if self.ssl:
-            from .aiotls import open_tls
+            from .tls.aio import open_tls
 
             o = open_tls(self.server, self.port, self.ssl)
         else:

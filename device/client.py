@@ -184,7 +184,7 @@ class MQTTClient(Session):
             except (OSError, AttributeError):
                 pass
             if self.ssl:
-                from .tls import wrap
+                from .tls.wrap import wrap
 
                 sock = wrap(sock, self.ssl, self.ssl_params, self.server)
             sock.setblocking(False)

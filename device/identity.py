@@ -3,10 +3,10 @@
 # tls_key, the board's own certificate for mutual TLS. DER files on the board, written by
 # `fleetwire deploy`. Loaded only by programs that use TLS.
 #
-# A failed handshake raises an exception that says why, by class (fleetwire.tlserrors,
+# A failed handshake raises an exception that says why, by class (fleetwire.tls.errors,
 # loaded here, small): the broker refused the board's certificate, or wanted one, or its
 # own did not check out. mbedTLS only reports that the broker hung up, so the reason comes
-# from what the board can check itself: fleetwire.tlscheck, loaded for a refusal only.
+# from what the board can check itself: fleetwire.tls.check, loaded for a refusal only.
 try:
     import tls as ssl  # what the ssl module wraps (MicroPython 1.23+): its SSLContext, without the wrapper
 
@@ -17,7 +17,7 @@ except ImportError:
     _TLS = False
 
 
-from .tlserrors import TLSError, HUNG_UP
+from .tls.errors import TLSError, HUNG_UP
 
 
 def _read(path):
@@ -73,11 +73,11 @@ class Context:
 
 def explain(e, cfg, key=None):
     """Why a handshake failed (or the identity file `key` would not load), as an exception of
-    fleetwire.tlserrors; e itself when it is not about TLS. The judgement (fleetwire.tlscheck)
-    and then the text (fleetwire.tlsreasons) are loaded one after the other and dropped, so a
+    fleetwire.tls.errors; e itself when it is not about TLS. The judgement (fleetwire.tls.check)
+    and then the text (fleetwire.tls.reasons) are loaded one after the other and dropped, so a
     board that connects holds neither; with no room for them the class still says what it can."""
     try:
-        v = load("tlscheck")
+        v = load("tls.check")
         v = v.unusable(key, e, cfg) if key else v.classify(e, cfg)
     except MemoryError:
         v = (
@@ -85,15 +85,15 @@ def explain(e, cfg, key=None):
             if key or isinstance(e, ValueError) or (e.args and e.args[0] in HUNG_UP)
             else e
         )
-    drop("tlscheck")
+    drop("tls.check")
     if not isinstance(v, tuple):
         return v
     cls, k, values = v
     try:
-        msg = getattr(load("tlsreasons"), k) % values
+        msg = getattr(load("tls.reasons"), k) % values
     except (MemoryError, AttributeError):
         msg = k
-    drop("tlsreasons")
+    drop("tls.reasons")
     return cls(msg)
 
 
@@ -106,7 +106,7 @@ def drop(name):
     """Forget fleetwire.<name>, so its memory goes with the next collection."""
     import sys
 
-    pkg = __name__.rpartition(".")[0]
+    pkg, _, name = (__name__.rpartition(".")[0] + "." + name).rpartition(".")
     sys.modules.pop(pkg + "." + name, None)
     try:  # the package holds its submodules too
         delattr(sys.modules[pkg], name)

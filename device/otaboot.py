@@ -16,7 +16,7 @@
 # it (the running partition is not the one staged) and reports it.
 import sys
 
-from .otastate import SLOTS, STATE, load, running_label, save, slot_dir
+from .ota.state import SLOTS, STATE, load, running_label, save, slot_dir
 
 
 def _whole(slot):

@@ -66,7 +66,7 @@ def tls(cfg):
 
 
 def _why(e):
-    # A failed connect, named by its class (fleetwire.tlserrors' for a TLS refusal)
+    # A failed connect, named by its class (fleetwire.tls.errors' for a TLS refusal)
     return "%s: %s" % (type(e).__name__, e)
 
 
@@ -90,7 +90,7 @@ def _ota_state(cfg):
     except OSError:
         if not cfg.get("ota"):
             return None
-    from .otastate import load as ota_load
+    from .ota.state import load as ota_load
 
     return ota_load() or {}
 
@@ -161,7 +161,7 @@ def main(path="config.json"):
         app.setup(client)
     upd = None
     if ota is not None:
-        from .ota import enable
+        from .ota.agent import enable
 
         # the app's own callback (set in setup) still gets every other message
         upd = enable(

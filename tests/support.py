@@ -7,6 +7,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEVICE_HEAP = os.environ.get("FLEETWIRE_DEVICE_HEAP", "80K")
 
 
+def sources(folder):
+    """The .py files under ROOT/folder, its family folders (device/ota/, ...) included, as
+    paths relative to it, sorted."""
+    top = os.path.join(ROOT, folder)
+    out = []
+    for d, dirs, files in os.walk(top):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        out += [os.path.relpath(os.path.join(d, f), top) for f in files if f.endswith(".py")]
+    return sorted(out)
+
+
 def device_command(interp, board_lib, script, extra_heap_kb=0):
     """(argv, env) running script as a device program: MicroPython with the board
     tree and DEVICE_HEAP (plus extra_heap_kb for what the unix port keeps in the heap

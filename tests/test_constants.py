@@ -9,7 +9,7 @@ import re
 
 from fleetwire.codec import packets
 
-from support import ROOT
+from support import ROOT, sources
 
 CONST = re.compile(r"^_([A-Z][A-Z0-9_]*) = const\((.+?)\)", re.M)
 ERROR_USE = re.compile(r"\b(?:say|fail_as)\(_([A-Z0-9_]+)|errors\.\w+\(say\(_([A-Z0-9_]+)")
@@ -17,10 +17,9 @@ ERROR_USE = re.compile(r"\b(?:say|fail_as)\(_([A-Z0-9_]+)|errors\.\w+\(say\(_([A
 
 def board_sources():
     for folder in ("device", "shared"):
-        for name in sorted(os.listdir(os.path.join(ROOT, folder))):
-            if name.endswith(".py"):
-                with open(os.path.join(ROOT, folder, name), encoding="utf-8") as f:
-                    yield folder + "/" + name, f.read()
+        for name in sources(folder):
+            with open(os.path.join(ROOT, folder, name), encoding="utf-8") as f:
+                yield folder + "/" + name, f.read()
 
 
 def restated():

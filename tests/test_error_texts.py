@@ -15,7 +15,7 @@ from fleetwire.errors import ProtocolError
 from fleetwire.session import Session
 from fleetwire.feed import feed
 
-from support import ROOT
+from support import ROOT, sources
 
 RULE = re.compile(r"^(MQTT-\d+\.\d+\.\d+-\d+|§\d+(\.\d+)*|-|\.)$")
 # wire.py names an error by a constant, _KEY = const(its line in reasons.TEXT)
@@ -35,11 +35,10 @@ def source(folder, name):
 def keys_used(which):
     _, folder, patterns = TABLES[which]
     used = set()
-    for name in os.listdir(os.path.join(ROOT, folder)):
-        if name.endswith(".py"):
-            src = source(folder, name)
-            for p in patterns:
-                used |= set(k.lower() if "A-Z" in p else k for k in re.findall(p, src))
+    for name in sources(folder):
+        src = source(folder, name)
+        for p in patterns:
+            used |= set(k.lower() if "A-Z" in p else k for k in re.findall(p, src))
     return used
 
 
@@ -62,9 +61,7 @@ def line_number(key, text=reasons.TEXT):
 
 
 def test_the_client_names_each_error_by_the_number_of_its_line_and_holds_no_key_string():
-    for name in sorted(os.listdir(os.path.join(ROOT, "device"))):
-        if not name.endswith(".py"):
-            continue
+    for name in sources("device"):
         src = source("device", name)
         numbers = {k.lower(): int(n) for k, n in re.findall(r"^_([A-Z0-9_]+) = const\((\d+)\)", src, re.M)}
         for key in {k.lower() for k in re.findall(r"\bsay\(_([A-Z0-9_]+)", src)}:

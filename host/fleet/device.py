@@ -54,7 +54,7 @@ class SimTarget:
 
     def fits(self, m):
         if m["size"] > self.LIMIT:
-            from fleetwire.otaops import Refused
+            from fleetwire.ota.ops import Refused
 
             raise Refused("space", m["version"], m["size"], "the simulated flash", self.LIMIT)
 
@@ -293,7 +293,7 @@ class SimDevice:
 
     async def _updates(self, c, v):
         """fleetwire.ota on this device: the offers, the chunks, the trial."""
-        from fleetwire.ota import Updater
+        from fleetwire.ota.agent import Updater
 
         loop = asyncio.get_running_loop()
 

@@ -150,7 +150,7 @@ class Plan:
 
     def _issuer(self):
         # The CA the broker accepts board certificates from, when it is not the broker's own
-        # CA: the board names it when it is refused (fleetwire.tlserrors).
+        # CA: the board names it when it is refused (fleetwire.tls.errors).
         if self.ca is not None and pki.der(self.broker_ca_cert()) != pki.der(self.ca.cert):
             return self.ca.cert
         return None

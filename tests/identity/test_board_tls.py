@@ -133,13 +133,13 @@ def test_an_identity_file_the_board_cannot_use_is_named(mpy, fleet_ca, board_fil
 
 
 def test_every_refusal_has_its_text_and_every_text_a_refusal():
-    # the texts are loaded only for a refusal (fleetwire.tlsreasons): a key without its text
+    # the texts are loaded only for a refusal (fleetwire.tls.reasons): a key without its text
     # would leave the board saying only the key
     import re
-    from fleetwire import tlsreasons
+    from fleetwire.tls import reasons as tlsreasons
     from support import ROOT
 
-    with open(os.path.join(ROOT, "device", "tlscheck.py"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "device", "tls", "check.py"), encoding="utf-8") as f:
         used = set(re.findall(r'\bsay\(\w+, "(\w+)"', f.read()))
     texts = {k for k in dir(tlsreasons) if not k.startswith("_")}
     assert used and used | {"tls_refused"} == texts

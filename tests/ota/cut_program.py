@@ -15,9 +15,9 @@ import sys
 import vfs
 from norflash import NorFlash, PowerCut
 
-import fleetwire.ota as ota
+import fleetwire.ota.agent as ota
 import fleetwire.otaboot as otaboot
-import fleetwire.otastate as otastate
+import fleetwire.ota.state as otastate
 
 BUNDLE = open(sys.argv[1], "rb").read()
 MAN = open(sys.argv[2], "rb").read()

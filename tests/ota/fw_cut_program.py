@@ -1,4 +1,4 @@
-# A power cut at every flash operation of a firmware download, on MicroPython: fleetwire.otafw
+# A power cut at every flash operation of a firmware download, on MicroPython: fleetwire.ota.fw
 # writes an image into an OTA slot (an emulated NOR flash, host/portable/norflash.py, holding an older
 # image), a chunk at a time, erasing each 4 KB block as a write enters it. The power fails at
 # operation k, cleanly or half-way (a torn program or erase); the download then resumes from
@@ -10,7 +10,7 @@ import sys
 
 from norflash import NorFlash, PowerCut
 
-from fleetwire.otafw import FirmwareTarget
+from fleetwire.ota.fw import FirmwareTarget
 
 IMG = open(sys.argv[1], "rb").read()
 CH = int(sys.argv[2])

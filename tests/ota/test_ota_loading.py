@@ -2,8 +2,8 @@
 (firmware/main.py, fleetwire.runner) on MicroPython (the board tree as .mpy) against
 mosquitto, with an app that prints the fleetwire modules loaded once set up and once the
 main loop runs. Without "ota" in config.json no ota* module is ever imported; with it the
-resident updater (fleetwire.ota, and fleetwire.otastate for its files) is, and nothing of an
-offer, a download or a trial until one comes (fleetwire.otaops, otaapp, otafw, otaboot)."""
+resident updater (fleetwire.ota.agent, and fleetwire.ota.state for its files) is, and nothing of an
+offer, a download or a trial until one comes (fleetwire.ota.ops, ota.app, ota.fw, otaboot)."""
 
 import json
 import os
@@ -73,5 +73,5 @@ def test_a_program_with_updates_holds_only_the_resident_updater_until_an_offer_c
     board_lib, mosquitto, tmp_path
 ):
     s = run_main(board_lib, mosquitto, str(tmp_path / "ota"), ota=True)
-    assert ota_modules(s["setup"]) == {"otastate"}, s  # the boot state: which release runs
-    assert ota_modules(s["loop"]) == {"ota", "otastate"}, s
+    assert ota_modules(s["setup"]) == {"ota", "ota.state"}, s  # the boot state: which release runs
+    assert ota_modules(s["loop"]) == {"ota", "ota.agent", "ota.state"}, s

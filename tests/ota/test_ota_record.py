@@ -8,7 +8,7 @@ from fleetwire.host.fleet.collector import check_record
 PROGRAM = r"""
 import gc, json
 from fleetwire.vitals import Vitals, RamState
-from fleetwire import ota
+from fleetwire.ota import agent as ota
 class B:
     def heap_free(self): return 50000
     def heap_min(self): return 40000

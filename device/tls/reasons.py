@@ -1,4 +1,4 @@
-# The texts of fleetwire.tlscheck's exceptions, loaded only while one is being made and
+# The texts of fleetwire.tls.check's exceptions, loaded only while one is being made and
 # dropped after (tlscheck.say): a board that connects holds none of them. One name per
 # error, its %s values from tlscheck.classify. Separate strings, not one table: a board
 # refused while running has its heap in pieces, and small pieces still fit.

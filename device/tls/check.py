@@ -11,7 +11,7 @@
 # The broker's own certificate is checked by mbedTLS, which says what is wrong (ValueError).
 import time
 
-from .tlserrors import (
+from .errors import (
     IdentityUnusable,
     BrokerNotTrusted,
     NoCertificate,
@@ -24,7 +24,7 @@ from .tlserrors import (
 
 
 def say(cls, key, *values):
-    # the verdict: the class, and the key and values of its text in fleetwire.tlsreasons,
+    # the verdict: the class, and the key and values of its text in fleetwire.tls.reasons,
     # which identity.explain() loads once this module has been dropped (less at once)
     return cls, key, values
 

@@ -4,7 +4,7 @@
 # rewriting ota/boot.json (fleetwire.otaboot): one rename, the old app or the new, never a mix.
 import sys
 
-from .otastate import SLOTS, slot_dir
+from .state import SLOTS, slot_dir
 
 _MP = sys.implementation.name == "micropython"
 
@@ -31,7 +31,7 @@ class AppTarget:
             return
         need = 2 * m["size"] + 8192  # the archive and its unpacked copy, beside the running app
         if free < need:
-            from .otaops import Refused
+            from .ops import Refused
 
             raise Refused("space", m["version"], need, "the filesystem", free)
 
@@ -134,7 +134,7 @@ def unpack(f, size, d, buf, version="?"):
     length u16, data length u32, name, data; little-endian) under `d`, through `buf`.
     Failed("bundle") for anything malformed; lengths are checked against `size` before use."""
     import struct
-    from .otaops import Failed
+    from .ops import Failed
 
     h = bytearray(8)
     if f.readinto(h) != 8 or h[:4] != b"FWB1":

@@ -7,7 +7,7 @@
 # a 4 KB block at a time, when a write first enters the block; a cut in the middle of a
 # write can leave bits programmed past the recorded offset, so a resume checks that the
 # rest of that block is still erased and otherwise starts the block again.
-from .otastate import running_label
+from .state import running_label
 
 _BLOCK = 4096
 _POS = "ota/dl.pos"
@@ -40,7 +40,7 @@ class FirmwareTarget:
 
     def fits(self, m):
         if m["size"] > self.cap:
-            from .otaops import Refused
+            from .ops import Refused
 
             raise Refused("space", m["version"], m["size"], "partition " + self.label, self.cap)
 
@@ -150,7 +150,7 @@ class FirmwareTarget:
         except OSError as e:
             st["version"], st["sha"], st["prev"], st["trial"] = prev["version"], prev["sha"], None, None
             save()
-            from .otaops import Failed
+            from .ops import Failed
 
             raise Failed("image", m["version"], "set_boot: %s" % (e.args[-1] if e.args else e))
         st["trial"]["set"] = True

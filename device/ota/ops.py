@@ -1,14 +1,14 @@
 # The rare steps of fleetwire.ota, loaded when one happens and dropped after (the updater
 # keeps only its chunk path resident): taking an offer, checking and switching a finished
 # download, confirming a release on trial, going back as ordered, and the refusals.
-from .ota import DOWNLOADING, VERIFYING, APPLIED, CONFIRMED, ROLLED_BACK, REFUSED, FAILED, CANCELLED, HDR
+from .agent import DOWNLOADING, VERIFYING, APPLIED, CONFIRMED, ROLLED_BACK, REFUSED, FAILED, CANCELLED, HDR
 
 
 class OTAError(Exception):
     """An update refused or failed; `code` is the vitals record's ota.code, the text says why."""
 
     def __init__(self, code, *values):
-        from .otareasons import text
+        from .reasons import text
 
         super().__init__(text(code, *values))
         self.code = code
@@ -104,12 +104,12 @@ def target(u, kind):
     t = u.targets.get(kind)
     if t is None:
         if kind == "app":
-            from .otaapp import AppTarget
+            from .app import AppTarget
 
             t = AppTarget()
         else:
             try:
-                from .otafw import FirmwareTarget
+                from .fw import FirmwareTarget
 
                 t = FirmwareTarget()
             except (ImportError, OSError) as e:
@@ -296,7 +296,7 @@ def finish(u):
 def restart(u):
     if u.restart is not None:
         return u.restart()
-    from . import board
+    from .. import board
 
     board.reset()
 
@@ -306,7 +306,7 @@ def confirm(u):
     st = u.st
     t = st["trial"]
     if t.get("kind") == "firmware":
-        from .otafw import confirm as fw_confirm
+        from .fw import confirm as fw_confirm
 
         fw_confirm()
     st["trial"] = None

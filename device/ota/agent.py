@@ -18,16 +18,16 @@
 #
 # The resident part is this module: the chunk path, the timers and the vitals member. An
 # offer, the check and switch of a finished download and the trial's end run in
-# fleetwire.otaops, loaded for the moment and dropped again; the download itself is a
-# target's (fleetwire.otaapp: an app bundle in files; fleetwire.otafw: a firmware image in
+# fleetwire.ota.ops, loaded for the moment and dropped again; the download itself is a
+# target's (fleetwire.ota.app: an app bundle in files; fleetwire.ota.fw: a firmware image in
 # the next OTA partition). RAM while downloading: one buffer of the chunk size and the
 # 16-byte request; a chunk goes from the client's message straight to flash.
 try:
     from time import ticks_ms, ticks_diff
 except ImportError:
-    from .cpython import ticks_ms, ticks_diff
+    from ..cpython import ticks_ms, ticks_diff
 
-from .vitals import copy, num
+from ..vitals import copy, num
 
 # the state the vitals record reports (index = state)
 IDLE, DOWNLOADING, VERIFYING, APPLIED, CONFIRMED, ROLLED_BACK, REFUSED, FAILED, CANCELLED = range(9)
@@ -48,19 +48,19 @@ RETRY_MS = 5000  # no chunk for this long while downloading: ask again (doubling
 
 
 def ops():
-    """fleetwire.otaops, loaded for the moment (drop() gives its RAM back)."""
-    from . import otaops
+    """fleetwire.ota.ops, loaded for the moment (drop() gives its RAM back)."""
+    from . import ops
 
-    return otaops
+    return ops
 
 
 def drop():
     import sys
 
     pkg = __name__.rsplit(".", 1)[0]
-    sys.modules.pop(pkg + ".otaops", None)
+    sys.modules.pop(pkg + ".ops", None)
     try:  # the package holds its submodules too
-        delattr(sys.modules[pkg], "otaops")
+        delattr(sys.modules[pkg], "ops")
     except (AttributeError, KeyError, TypeError):
         pass
 
@@ -76,7 +76,7 @@ class Updater:
     records (report(), default vitals.publish(), sends one when the state changes) and says
     when the first one of this boot is acknowledged. `running`: the version the deployed app
     calls itself (config.json's fw_version), for offers of what already runs. `states` keeps
-    the boot state and the download's record (default fleetwire.otastate.FileStates(): files
+    the boot state and the download's record (default fleetwire.ota.state.FileStates(): files
     under ota/); `targets` maps a kind ("app", "firmware") to where its downloads go."""
 
     def __init__(
@@ -133,7 +133,7 @@ class Updater:
         self.held = None  # an offer held while a release is on trial
         self.log = print  # what it tells the console (a simulator silences it)
         if states is None:
-            from .otastate import FileStates
+            from .state import FileStates
 
             states = FileStates()
         self.states = states
@@ -270,7 +270,7 @@ class Updater:
                 ops().confirm(self)
                 drop()
             elif ticks_diff(ticks_ms(), self.boot_ms) > self.confirm_ms:
-                from .otaboot import expire
+                from ..otaboot import expire
 
                 expire(
                     "release %s: no vitals record acknowledged within %d s of boot"

@@ -1,7 +1,7 @@
 # Why a TLS connection to the broker failed, as an exception class a program can act on
 # (`except CertificateRevoked:`). Only the classes: fleetwire.identity loads them with the
 # board's identity, so a refusal can always be named even on a full heap; the judgement
-# (fleetwire.tlscheck) and the texts (fleetwire.tlsreasons) are loaded only for a refusal.
+# (fleetwire.tls.check) and the texts (fleetwire.tls.reasons) are loaded only for a refusal.
 
 
 class TLSError(OSError):

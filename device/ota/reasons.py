@@ -19,7 +19,7 @@ rolled    . release %s was rolled back here before (%s); offer it with "retry": 
 
 
 def text(key, *values):
-    from .codec.reasons import text as fmt
+    from ..codec.reasons import text as fmt
 
     try:
         return fmt(key, values, TEXT)
