@@ -21,7 +21,7 @@ def main():
         from fleetwire import MQTTClient
 
         if flash:
-            from fleetwire.ringstore import RingStore
+            from fleetwire.ring.store import RingStore
     step("import")
     kw = {}
     if flash:

@@ -12,7 +12,7 @@ import select
 from binascii import hexlify
 
 from fleetwire import MQTTException, QueueFull, StoreFull
-from fleetwire.ringstore import RingStore
+from fleetwire.ring.store import RingStore
 from flashfile import FlashFile
 
 try:

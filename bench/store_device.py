@@ -10,7 +10,7 @@ import vfs
 from norflash import NorFlash
 from fleetwire.session import Session
 from fleetwire.feed import feed
-from fleetwire.ringstore import RingStore
+from fleetwire.ring.store import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.codec import wire
 

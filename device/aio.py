@@ -117,9 +117,9 @@ class AsyncClient(Session):
         # raises with the link shut down and the reason kept in _error.
         n = self.start(ticks_ms())  # what MQTT refuses raises here (ValueError), before anything opens
         if self.ssl:
-            from .tls.aio import open_tls
+            from .tls import aio  # (a dotted name would cost every board its string)
 
-            o = open_tls(self.server, self.port, self.ssl)
+            o = aio.open_tls(self.server, self.port, self.ssl)
         else:
             o = asyncio.open_connection(self.server, self.port)
         r, w = await asyncio.wait_for(o, self.timeout_ms / 1000)

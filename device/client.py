@@ -184,9 +184,9 @@ class MQTTClient(Session):
             except (OSError, AttributeError):
                 pass
             if self.ssl:
-                from .tls.wrap import wrap
+                from .tls import wrap  # (a dotted name would cost every board its string)
 
-                sock = wrap(sock, self.ssl, self.ssl_params, self.server)
+                sock = wrap.wrap(sock, self.ssl, self.ssl_params, self.server)
             sock.setblocking(False)
         except BaseException:
             sock.close()

@@ -9,7 +9,7 @@ except ImportError:
     from .cpython import const
 
 from . import say
-from .ringstore import RingStore
+from .ring.store import RingStore
 
 _RAM_SMALL = const(37)  # an error, by its line in reasons.TEXT
 

@@ -39,7 +39,7 @@ def open_store(cfg):
 
         parts = esp32.Partition.find(esp32.Partition.TYPE_DATA, label=cfg.get("partition", "mqtt"))
         if parts:
-            from .ringstore import RingStore
+            from .ring.store import RingStore
 
             return RingStore(parts[0])
     except ImportError:

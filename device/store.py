@@ -1,8 +1,9 @@
 # Message stores: the interface a store offers the session, the state bits of a stored
 # record, and the session's side of it (loaded when the client is built with store=).
-# RingStore (ringstore.py, a raw flash partition), FileStore (filestore.py, files) and
+# RingStore (ring/store.py, a raw flash partition), FileStore (filestore.py, files) and
 # RamStore (ramstore.py) implement it; both sides import this module, not each other.
-# What runs once (mounting a store, restoring the session) is in mount.py, run by once().
+# What runs once (opening a store, restoring the session) is in mount.py, a RingStore's own
+# in ring/mount.py, each run by once().
 #
 # A store holds QoS 1/2 messages from publish() until they complete, and the ids of
 # inbound QoS 2 messages until PUBREL, so both survive a reset. What it offers:
@@ -46,24 +47,24 @@ def attach(s, store):
     import sys
 
     s._st = sys.modules[__name__]
-    once("attach", s, store, lambda old, new: _moved(s, old, new))
+    once("mount", "attach", s, store, lambda old, new: _moved(s, old, new))
 
 
-def once(f, *args):
-    # mount.f(*args): code that runs once is loaded for the call and dropped after it, so
-    # a board keeps in RAM only the code that goes on running
+def once(m, f, *args):
+    # fleetwire.<m>.f(*args): code that runs once is loaded for the call and dropped after
+    # it, so a board keeps in RAM only the code that goes on running
     import sys
 
-    k = __name__[:-5] + "mount"
+    k = __name__[:-5] + m
     had = k in sys.modules
-    from . import mount
-
+    mod = __import__(k, None, None, ["_"])
     try:
-        return getattr(mount, f)(*args)
+        return getattr(mod, f)(*args)
     finally:
         if not had:
             del sys.modules[k]
-            delattr(sys.modules[k[:-6]], "mount")
+            p, _, n = k.rpartition(".")
+            delattr(sys.modules[p], n)
 
 
 def pack_stored(s):

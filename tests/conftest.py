@@ -126,10 +126,12 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("interp") == "micropython":
             item.add_marker("micropython")
-        if "spark" in names:
-            # one SparkSession (a JVM) per worker: a module's tests share the worker that
-            # started it, instead of every worker starting its own
-            item.add_marker(pytest.mark.xdist_group("spark-" + item.module.__name__))
+        if names & NEEDS["spark"]:
+            # Spark takes a core for as long as it runs: two JVMs at most at a time (four
+            # thrashed both cores), each group on one worker, so its tests share one
+            # SparkSession; the longest module has a group of its own
+            long = item.module.__name__ == "test_incremental"
+            item.add_marker(pytest.mark.xdist_group("spark-incremental" if long else "spark"))
     items.sort(key=lambda item: rank(item.nodeid))  # stable: each group keeps its order
 
 

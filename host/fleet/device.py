@@ -11,7 +11,7 @@ import time
 
 from fleetwire.aio import AsyncClient
 from fleetwire.ramstore import RamBlocks
-from fleetwire.ringstore import RingStore
+from fleetwire.ring.store import RingStore
 from fleetwire.vitals import RamState, Vitals
 
 RELEASES = ("1.4.2", "1.5.0")  # the fleet starts on the first; the rollout brings the second

@@ -27,7 +27,7 @@ try:
     from fleetwire.host.portable.norflash import NorFlash, PowerCut
 except ImportError:  # MicroPython: host code is not in the board tree
     from norflash import NorFlash, PowerCut
-from fleetwire.ringstore import RingStore
+from fleetwire.ring.store import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.session import Session
 from fleetwire.feed import feed

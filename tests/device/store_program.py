@@ -15,10 +15,11 @@ try:
 except ImportError:  # MicroPython: host code is on MICROPYPATH by its bare name
     from norflash import NorFlash
 from fleetwire import MQTTClient, StoreFull
-from fleetwire.ringstore import RingStore
 
 flash_path, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if flash_path.endswith(".partition"):
+    from fleetwire.ring.store import RingStore
+
     # 8 x 1 KB: the emulated partition lives in the heap on the unix port (on a board it is flash)
     store = RingStore(NorFlash(8, block_size=1024, path=flash_path))
 else:

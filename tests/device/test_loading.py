@@ -20,7 +20,10 @@ FEATURES = {
     "tls.wrap",
     "tls.aio",
     "dropold",
-    "ringstore",
+    "ring",
+    "ring.store",
+    "ring.mount",
+    "mount",
     "filestore",
     "ramstore",
     "aio",
@@ -70,7 +73,8 @@ def test_a_plain_program_loads_no_feature_module(board_lib, mosquitto):
         ("qos2", "publish2", {"qos2"}),  # the first publish at QoS 2
         ("sub2", "subscribe", {"qos2"}),  # a subscription at QoS 2
         ("persistent", "connect", {"qos2"}),  # a kept session may hold QoS 2 flows
-        ("store", "construct", {"store", "ramstore", "ringstore", "renew"}),  # store= (a RamStore is a ring)
+        # store= (a RamStore is a ring)
+        ("store", "construct", {"store", "ramstore", "ring", "ring.store", "renew"}),
         ("reconnect", "construct", {"reconnect", "renew"}),  # reconnect=True
         ("reconnect2", "connect2", {"renew"}),  # a connect() after the first
         ("drop", "construct", {"dropold"}),  # drop_oldest=True

@@ -248,7 +248,9 @@ def test_fleetwire_bundle_builds_a_release_the_rollout_reads(tmp_path):
     from fleetwire.host.rollout.release import unpack
 
     files = unpack(rel.data)
-    assert "app.mpy" in files and "lib/fleetwire/ota/agent.mpy" in files and "lib/fleetwire/runner.mpy" in files
+    assert (
+        "app.mpy" in files and "lib/fleetwire/ota/agent.mpy" in files and "lib/fleetwire/runner.mpy" in files
+    )
     r = subprocess.run(
         [
             sys.executable,

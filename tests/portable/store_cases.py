@@ -20,7 +20,7 @@ try:
 except ImportError:  # MicroPython: host code is not in the board tree
     from norflash import NorFlash, PowerCut
     import cutsweep
-from fleetwire.ringstore import RingStore
+from fleetwire.ring.store import RingStore
 from fleetwire.filestore import FileStore
 from fleetwire.ramstore import RamStore
 from fleetwire.session import Session

@@ -21,25 +21,27 @@
 # 14-byte head, the topic and the payload, and load() builds the PUBLISH in the caller's.
 # A record counts only with a good CRC, so a torn write is recognised; the mount notes it
 # (.torn), and whoever walks the block steps rmax bytes past it (the next record is there).
-# Making a RingStore and mounting it run once: that code is in mount.py (store.once()).
+# Making a RingStore, mounting it and clear() run once: that code is in ring/mount.py,
+# loaded for the call (store.once()).
 from binascii import crc32
 from struct import pack_into
 
 try:
     from micropython import const
 except ImportError:
-    from .cpython import const
+    from ..cpython import const
 
-from .codec.wire import header  # the codec's fixed-header writer (its varint)
-from . import say
-from .store import StoreFull, UNSENT, LIVE, once
+from ..codec.wire import header  # the codec's fixed-header writer (its varint)
+from .. import say
+from ..store import StoreFull, UNSENT, LIVE, once
 
 _HEAD = const(14)  # a record's header and its topic length: what a walk reads
 _BUF = const(128)  # a record up to this long is written at once; moves copy this much at a time
 _FIRST = const(16)  # offset of a block's first record
 _IN = const(0x5A)  # the kind of an inbound QoS 2 record
 _SEED = const(0x2F32)  # a block header's CRC begins from it
-# (mount.py has a copy of these: the mount, the code that runs once, lives there)
+# (ring/mount.py restates them: a private const costs a board nothing, a public one a
+# global; tests/test_constants.py holds every restated constant to one value)
 # errors, by their line in reasons.TEXT
 _RING_FULL = const(32)
 
@@ -49,13 +51,13 @@ class RingStore:
     Give it to MQTTClient(store=...); the client mounts it."""
 
     def __init__(self, device):
-        once("ring", self, device)
+        once("ring.mount", "make", self, device)
 
     def open(self, max_packet, on_move):
         """Scan the partition -> the length of the longest PUBLISH stored. What was stored
         and is not complete is left in .window [[seq, handle, kind, state, pid]], oldest
         first; on_move(old, new) is called when a live record moves."""
-        return once("ring_open", self, max_packet, on_move)
+        return once("ring.mount", "mount", self, max_packet, on_move)
 
     # ---- what the session calls
 
@@ -136,7 +138,7 @@ class RingStore:
 
     def clear(self):
         """Forget every stored message."""
-        once("ring_clear", self)
+        once("ring.mount", "clear", self)
 
     # ---- space
 
