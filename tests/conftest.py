@@ -96,7 +96,7 @@ NEEDS = {
 # `pytest --durations=0`. The order changes nothing but when a test runs.
 LONGEST_FIRST = (
     "tests/analytics/test_cluster.py",  # ~190 s: a standalone cluster's master, workers, executors
-    "tests/analytics/test_incremental.py",  # ~500 s in one group (one JVM, below)
+    "tests/analytics/test_incremental.py",  # ~500 s, in two groups (group() below)
     "tests/fleet/test_demo.py",  # ~150 s: the whole pipeline
     "tests/test_wheel.py",
     "tests/analytics/",
@@ -126,13 +126,27 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("interp") == "micropython":
             item.add_marker("micropython")
-        if names & NEEDS["spark"]:
-            # Spark takes a core for as long as it runs: two JVMs at most at a time (four
-            # thrashed both cores), each group on one worker, so its tests share one
-            # SparkSession; the longest module has a group of its own
-            long = item.module.__name__ == "test_incremental"
-            item.add_marker(pytest.mark.xdist_group("spark-incremental" if long else "spark"))
+    group(items)
     items.sort(key=lambda item: rank(item.nodeid))  # stable: each group keeps its order
+
+
+def group(items):
+    """xdist groups (--dist loadgroup): the tests of a group run on one worker, in order.
+    - The tests that use the session's SparkSession share one JVM per group instead of one per
+      worker: a JVM takes a core for as long as it runs, and one on every worker thrashed both
+      cores. test_incremental.py (the longest) is dealt into two groups of its own.
+    - test_wheel.py builds the wheel in the checkout's build/ folder: one worker at a time."""
+    incremental = 0
+    for item in items:
+        module = item.module.__name__
+        if module == "test_wheel":
+            item.add_marker(pytest.mark.xdist_group("wheel"))
+        elif "spark" in item.fixturenames:
+            if module == "test_incremental":
+                incremental += 1
+                item.add_marker(pytest.mark.xdist_group("spark-incremental-%d" % (incremental % 2)))
+            else:
+                item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 @pytest.fixture(scope="session")

@@ -100,7 +100,7 @@ case "$cmd" in
             # set from the fixtures a test uses: tests/conftest.py), on both cores
             shift
             fast=1
-            set -- -n 2 -m "not broker and not spark and not board" "$@"
+            set -- -n 2 --dist loadgroup -m "not broker and not spark and not board" "$@"
         fi
         if [ $# -eq 0 ]; then
             # the whole suite, on four workers over the 2 cores (most tests wait on a broker, a
