@@ -1,8 +1,8 @@
 # AsyncClient: the asyncio I/O loop around the same sans-IO Session, for programs written
 # the mqtt_as way: `await client.publish(...)` suspends only the calling task. A reader task
 # feeds received bytes to the session, a keepalive task runs its deadlines; with
-# reconnect=True a third one brings the link back when the Session says when. The loop
-# decides nothing: the Session does. MicroPython's asyncio and CPython's alike.
+# reconnect=True a third one (aioretry.py) brings the link back when the Session says when.
+# The loop decides nothing: the Session does. MicroPython's asyncio and CPython's alike.
 import asyncio
 
 try:
@@ -44,6 +44,10 @@ class AsyncClient(Session):
         self._retry_task = None
         self._closing = False  # disconnect() was called: do not come back
         self._next = -1  # ms until the next attempt, as lost() said
+        if self.reconnect:
+            from . import aioretry  # the reconnect task (loaded now, never by a lost link)
+
+            self._ar = aioretry
 
     async def connect(self, clean_session=True):
         """Connect and wait for CONNACK -> 1 if the broker had a session, else 0. A clean
@@ -144,33 +148,6 @@ class AsyncClient(Session):
             if self._w is w:  # still open (no CONNACK within timeout, a cancelled call)
                 await self._shutdown(e if isinstance(e, Exception) else None)
             raise
-
-    async def _reconnect(self, wait):
-        # Waits as the Session said, tries, and asks it again; ends connected, or with
-        # fatal set when the Session says there is no point.
-        try:
-            while not self._closing and self.reconnect:
-                await asyncio.sleep(wait / 1000)
-                if self._closing or not self.reconnect:
-                    return
-                self._next = -1
-                try:
-                    await self._open()
-                    return
-                except Exception as e:
-                    why = e
-                if self._next < 0:  # lost() was not asked yet (say, the TCP connect failed)
-                    try:
-                        self._next = self.lost(ticks_ms(), why)
-                    except Exception as e:
-                        self.fatal = e
-                if self.fatal is not None:
-                    return
-                wait = self._next
-        finally:
-            if self._retry_task is asyncio.current_task():
-                self._retry_task = None
-            self._wake()
 
     async def _until(self, cond, strict=False):
         # Wait, at most `timeout` seconds, until cond() holds. A lost link fails the wait
@@ -288,7 +265,7 @@ class AsyncClient(Session):
                 # to, so the client comes back, as MQTTClient does at its next loop().
                 self._next = self._rc.retry(self, why)
             if why is not None and again and self._retry_task is None:
-                self._retry_task = asyncio.create_task(self._reconnect(self._next))
+                self._retry_task = asyncio.create_task(self._ar.run(self, self._next))
         except Exception as e:
             if e is not why:
                 self.fatal = e  # the Session says reconnecting is over (a clash of client ids)

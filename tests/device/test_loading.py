@@ -27,6 +27,7 @@ FEATURES = {
     "filestore",
     "ramstore",
     "aio",
+    "aioretry",
     "vitals",
     "board",
     "runner",
