@@ -96,7 +96,7 @@ NEEDS = {
 # `pytest --durations=0`. The order changes nothing but when a test runs.
 LONGEST_FIRST = (
     "tests/analytics/test_cluster.py",  # ~190 s: a standalone cluster's master, workers, executors
-    "tests/analytics/test_incremental.py",  # ~500 s, in two groups (group() below)
+    "tests/analytics/test_incremental.py",  # ~500 s, a group of its own (group() below)
     "tests/fleet/test_demo.py",  # ~150 s: the whole pipeline
     "tests/test_wheel.py",
     "tests/analytics/",
@@ -132,21 +132,19 @@ def pytest_collection_modifyitems(config, items):
 
 def group(items):
     """xdist groups (--dist loadgroup): the tests of a group run on one worker, in order.
-    - The tests that use the session's SparkSession share one JVM per group instead of one per
-      worker: a JVM takes a core for as long as it runs, and one on every worker thrashed both
-      cores. test_incremental.py (the longest) is dealt into two groups of its own.
+    - Spark: a JVM takes a core for as long as it runs, and with one on every worker both
+      cores thrashed (15 tests in 15 minutes). Every test that starts Spark (a SparkSession, a
+      standalone cluster, `fleetwire report` or the demo) is in one of two groups, so two
+      JVMs run at most while the other workers take the rest: test_incremental.py (the
+      longest module) in one, the others in the other.
     - test_wheel.py builds the wheel in the checkout's build/ folder: one worker at a time."""
-    incremental = 0
     for item in items:
         module = item.module.__name__
         if module == "test_wheel":
             item.add_marker(pytest.mark.xdist_group("wheel"))
-        elif "spark" in item.fixturenames:
-            if module == "test_incremental":
-                incremental += 1
-                item.add_marker(pytest.mark.xdist_group("spark-incremental-%d" % (incremental % 2)))
-            else:
-                item.add_marker(pytest.mark.xdist_group("spark"))
+        elif item.get_closest_marker("spark"):
+            long = module == "test_incremental"
+            item.add_marker(pytest.mark.xdist_group("spark-incremental" if long else "spark"))
 
 
 @pytest.fixture(scope="session")
