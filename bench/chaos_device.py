@@ -10,14 +10,8 @@ from fleetwire import MQTTClient, MQTTException, QueueFull
 
 try:
     from time import ticks_ms, ticks_diff
-except ImportError:
-    import time
-
-    def ticks_ms():
-        return int(time.monotonic() * 1000)
-
-    def ticks_diff(a, b):
-        return a - b
+except ImportError:  # CPython: the client's own stand-ins
+    from fleetwire.cpython import ticks_ms, ticks_diff
 
 
 host, port, cid, topic = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]

@@ -29,7 +29,7 @@ import threading
 import time
 
 from fleetwire.host.fleet import record as schema
-from fleetwire.host.identity.login import connect_and_wait, disconnect, paho_client
+from fleetwire.host.identity.login import Subscriber, connect_and_wait, disconnect, paho_client
 
 TOPIC = "fleet/+/telemetry"
 MAX_RECORD = 64 * 1024
@@ -65,7 +65,7 @@ def _hour(ms):
     return t.strftime("date=%Y-%m-%d"), t.strftime("hour=%H")
 
 
-class Collector:
+class Collector(Subscriber):
     """Collector(broker_host, broker_port, landing, collector_id="collector-1", share=None).
 
     start() connects and returns once subscribed; stop() disconnects and closes
@@ -98,7 +98,7 @@ class Collector:
         self.received = self.landed = self.quarantined = self.files = 0
         self._open = {}  # (date, hour) -> (file, part path, final path)
         self._lock = threading.Lock()
-        self._answered = threading.Event()  # a SUBACK or a refusal came
+        self.answered = threading.Event()  # a SUBACK or a refusal came
         self._client = None
         self.user, self.password = user, password
         if (tls_cert or tls_key) and not (tls_cert and tls_key and tls_ca):
@@ -121,7 +121,7 @@ class Collector:
         c.on_subscribe = self._on_subscribe
         c.reconnect_delay_set(1, 30)
         self._client = c
-        why = connect_and_wait(c, self.host, self.port, self._answered, lambda: self.error, timeout)
+        why = connect_and_wait(c, self.host, self.port, self.answered, lambda: self.error, timeout)
         if why:
             self.stop()
             raise RuntimeError("broker %s:%d: %s" % (self.host, self.port, why))
@@ -138,21 +138,8 @@ class Collector:
     def __exit__(self, *exc):
         self.stop()
 
-    def _on_connect(self, client, userdata, flags, rc, props):
-        if rc != 0:
-            self.error = "refused the connection: %s" % rc  # paho names the return code
-            self._answered.set()
-            return
-        self.connected = True
-        client.subscribe(self.topic, 1)  # again after every reconnect: cheap, and safe
-
-    def _on_subscribe(self, client, userdata, mid, codes, props):
-        bad = [c for c in codes if c.is_failure]
-        if bad:
-            self.error = "refused the subscription to %s: %s" % (self.topic, bad[0])
-        else:
-            self.error = None
-        self._answered.set()
+    def subscriptions(self):
+        return [(self.topic, 1)]
 
     def _on_disconnect(self, client, userdata, flags, rc, props):
         was, self.connected = self.connected, False

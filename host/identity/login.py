@@ -37,3 +37,28 @@ def disconnect(c):
     if c is not None:
         c.disconnect()
         c.loop_stop()
+
+
+class Subscriber:
+    """What a host service that subscribes does at CONNACK and SUBACK (paho 2.x callbacks,
+    shared by the collector and the update service): a refusal, or a refused subscription, is
+    kept in .error and .answered is set, so that connect_and_wait() returns at once with it.
+    The service sets .answered (an Event), .error and .connected, and says what it subscribes
+    to in subscriptions() -> [(topic filter, qos)]."""
+
+    def subscriptions(self):
+        raise NotImplementedError
+
+    def _on_connect(self, client, userdata, flags, rc, props):
+        if rc != 0:
+            self.error = "refused the connection: %s" % rc  # paho names the return code
+            self.answered.set()
+            return
+        self.connected = True
+        client.subscribe(self.subscriptions())  # again after every reconnect: cheap, and safe
+
+    def _on_subscribe(self, client, userdata, mid, codes, props):
+        subs = self.subscriptions()
+        bad = [(subs[i][0], c) for i, c in enumerate(codes) if c.is_failure]
+        self.error = "refused the subscription to %s: %s" % bad[0] if bad else None
+        self.answered.set()

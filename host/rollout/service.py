@@ -21,7 +21,7 @@ import struct
 import threading
 import time
 
-from fleetwire.host.identity.login import connect_and_wait, disconnect, paho_client
+from fleetwire.host.identity.login import Subscriber, connect_and_wait, disconnect, paho_client
 
 MAX_COUNT = 64  # chunks per request at most: a board asks for a window, not the image
 
@@ -46,7 +46,7 @@ class Device:
         return "Device(%s, %s, %s)" % (self.id, self.fw_version, self.ota.get("state"))
 
 
-class UpdateService:
+class UpdateService(Subscriber):
     """UpdateService(host, port, client_id="fleetwire-rollout", tls_ca=None, tls_cert=None,
     tls_key=None, user=None, password=None).
 
@@ -82,7 +82,8 @@ class UpdateService:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._client = None
-        self._ready = threading.Event()
+        self.answered = threading.Event()
+        self.connected = False
         self.error = None
 
     # ---- life
@@ -94,7 +95,7 @@ class UpdateService:
         c.on_message = self._on_message
         c.on_subscribe = self._on_subscribe
         self._client = c
-        why = connect_and_wait(c, self.host, self.port, self._ready, lambda: self.error, timeout)
+        why = connect_and_wait(c, self.host, self.port, self.answered, lambda: self.error, timeout)
         if why:
             self.stop()
             raise ServiceError("broker %s:%d: %s" % (self.host, self.port, why))
@@ -110,21 +111,8 @@ class UpdateService:
     def __exit__(self, *exc):
         self.stop()
 
-    def _on_connect(self, client, userdata, flags, rc, props):
-        if rc != 0:
-            self.error = "refused the connection: %s" % rc
-            self._ready.set()
-            return
-        subs = [("fleet/+/ota_get", 0)]
-        if self.watch:
-            subs.append(("fleet/+/telemetry", 1))
-        client.subscribe(subs)
-
-    def _on_subscribe(self, client, userdata, mid, codes, props):
-        bad = [c for c in codes if c.is_failure]
-        if bad:
-            self.error = "refused the subscription: %s" % bad[0]
-        self._ready.set()
+    def subscriptions(self):
+        return [("fleet/+/ota_get", 0)] + ([("fleet/+/telemetry", 1)] if self.watch else [])
 
     # ---- offering
 
