@@ -117,6 +117,7 @@ def rank(nodeid):
     return len(LONGEST_FIRST)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups set here
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
@@ -126,25 +127,34 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("interp") == "micropython":
             item.add_marker("micropython")
-    group(items)
+    group(items, config.getvalue("loadgroup") and os.environ.get("PYTEST_XDIST_WORKER"))
     items.sort(key=lambda item: rank(item.nodeid))  # stable: each group keeps its order
 
 
-def group(items):
+def group(items, worker):
     """xdist groups (--dist loadgroup): the tests of a group run on one worker, in order.
     - Spark: a JVM takes a core for as long as it runs, and with one on every worker both
       cores thrashed (15 tests in 15 minutes). Every test that starts Spark (a SparkSession, a
       standalone cluster, `fleetwire report` or the demo) is in one of two groups, so two
       JVMs run at most while the other workers take the rest: test_incremental.py (the
       longest module) in one, the others in the other.
-    - test_wheel.py builds the wheel in the checkout's build/ folder: one worker at a time."""
+    - test_wheel.py builds the wheel in the checkout's build/ folder: one worker at a time.
+    In a worker the group is also written into the test's id, which is what xdist's scheduler
+    reads: xdist 3.8's own hook writes it to an attribute pytest 9 no longer reads (`_nodeid`),
+    so its groups did nothing (the Spark tests were spread over every worker)."""
     for item in items:
         module = item.module.__name__
+        name = None
         if module == "test_wheel":
-            item.add_marker(pytest.mark.xdist_group("wheel"))
+            name = "wheel"
         elif item.get_closest_marker("spark"):
-            long = module == "test_incremental"
-            item.add_marker(pytest.mark.xdist_group("spark-incremental" if long else "spark"))
+            name = "spark-incremental" if module == "test_incremental" else "spark"
+        if name:
+            item.add_marker(pytest.mark.xdist_group(name))
+            if worker and "@" not in item.nodeid:
+                from _pytest.nodes import coerce_node_id
+
+                item._id = coerce_node_id(item.nodeid + "@" + name)
 
 
 @pytest.fixture(scope="session")
