@@ -181,11 +181,15 @@ def test_a_cut_during_the_reconnect_itself_loses_nothing(
         assert p.wait_quiet(0.02)
 
     up = down = 0
-    for _ in range(3):  # measure the reconnect (the longest of three: timing can shorten one)
-        n = p.accepted
+    measured = 0
+    for _ in range(10):  # measure the reconnect: the longest of three whole ones (timing can
+        n = p.accepted  # shorten one, and a loaded machine split one over two connections)
         exchange()
         if p.accepted == n + 1:  # one connection carried all of it
             up, down = max(up, p.bytes("up")), max(down, p.bytes("down"))
+            measured += 1
+            if measured == 3:
+                break
     points = [("up", {"at": n}) for n in range(up)] + [("down", {"at": n}) for n in range(down)]
     assert len(points) > 50
     for point in points:
