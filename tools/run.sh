@@ -103,10 +103,10 @@ case "$cmd" in
             set -- -n 2 --dist loadgroup -m "not broker and not spark and not board" "$@"
         fi
         if [ $# -eq 0 ]; then
-            # the whole suite, on four workers over the 2 cores (most tests wait on a broker, a
-            # board or a clock more than they compute); a Spark module keeps to one worker, and
-            # the longest work goes out first, in tests/conftest.py's order
-            set -- -n 4 --dist loadgroup --no-loadscope-reorder
+            # the whole suite, one test at a time. On four workers (-n 4 --dist loadgroup
+            # --no-loadscope-reorder: the longest work first, Spark in two groups; tests/conftest.py)
+            # it took 17.5 min instead of 38, but three timing-sensitive tests failed under the
+            # load in two runs out of two: not the default until they are hardened.
             whole=1
         fi
         if [ -n "${whole:-}" ] || [ -n "$fast" ]; then
