@@ -127,8 +127,10 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("interp") == "micropython":
             item.add_marker("micropython")
-    group(items, getattr(config.option, "loadgroup", False) and os.environ.get("PYTEST_XDIST_WORKER"))
-    items.sort(key=lambda item: rank(item.nodeid))  # stable: each group keeps its order
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    group(items, getattr(config.option, "loadgroup", False) and worker)
+    if worker:  # stable: each group keeps its order (one process keeps the collection's)
+        items.sort(key=lambda item: rank(item.nodeid))
 
 
 def group(items, worker):
