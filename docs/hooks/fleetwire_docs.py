@@ -140,8 +140,19 @@ def cli_reference():
     from the parser the command itself runs with."""
     from fleetwire.tools import cli
 
-    os.environ["COLUMNS"] = "100"  # argparse wraps usage lines to the terminal: the same on every build
     parser, _ = cli.parser(only=True)
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps usage lines to the terminal: the same on every build
+    try:
+        return _cli_page(cli, parser)
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+
+
+def _cli_page(cli, parser):
     out = [
         "# The `fleetwire` command\n",
         "Generated from the command's own argument definitions (`fleetwire.tools.cli.COMMANDS` "
