@@ -29,7 +29,7 @@ class MQTTClient(Session):
     """MQTTClient(client_id, server, port=0, user=None, password=None, keepalive=0, ssl=None,
     ssl_params=None, **options): the options are the Session's (max_inflight, queue_size,
     max_packet, max_subscriptions, drop_oldest, timeout, reconnect, backoff_min,
-    backoff_max, takeover_kicks, store); see the README."""
+    backoff_max, takeover_kicks, store); see docs/reference/client.md."""
 
     sock = ssl = ssl_params = None
     _topic_str = _topic_bytes = None  # the last str topic published, and its bytes

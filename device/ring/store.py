@@ -1,5 +1,5 @@
 # RingStore: the client's messages on a raw flash partition, as a log-structured ring.
-# Why this shape (measured; see firmware/STORE.md): one record per message, appended;
+# Why this shape (measured; see docs/design/store.md): one record per message, appended;
 # acknowledgements clear bits in the record's state byte, so an ack costs one byte
 # programmed and no erase; a block is erased only when the ring comes round to it.
 #

@@ -57,8 +57,19 @@ def package_tree():
         top = os.path.join(_tree, "fleetwire")
         os.mkdir(top)
         for name in os.listdir(os.path.join(ROOT, "device")):
-            if name != "__pycache__":
-                os.symlink(os.path.join(ROOT, "device", name), os.path.join(top, name))
+            src = os.path.join(ROOT, "device", name)
+            if name == "__pycache__":
+                continue
+            if os.path.isdir(src) and not os.path.exists(os.path.join(src, "__init__.py")):
+                # a device family (ota/, tls/, ring/): a folder without __init__ on a board,
+                # which a static loader does not take for a package; an empty one here
+                os.mkdir(os.path.join(top, name))
+                open(os.path.join(top, name, "__init__.py"), "w").close()
+                for f in os.listdir(src):
+                    if f.endswith(".py"):
+                        os.symlink(os.path.join(src, f), os.path.join(top, name, f))
+            else:
+                os.symlink(src, os.path.join(top, name))
         for pkg, folder in PACKAGES.items():
             if pkg != "fleetwire":
                 os.symlink(os.path.join(ROOT, folder), os.path.join(top, pkg.split(".", 1)[1]))

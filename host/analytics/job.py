@@ -19,7 +19,7 @@ from fleetwire.host.analytics import schema as S
 
 # PySpark's MEMORY_AND_DISK is the serialized level: each cached block of column batches is written
 # with Java serialization and compressed with LZ4 (as this Spark does unless spark.rdd.compress=false).
-# Of the four ways measured at 10M records it is the fastest (README, "2026-11-28, night"):
+# Of the ways measured at 10M records it is the fastest (bench/README.md, "The Spark job's cache"):
 # deserialized blocks (MEMORY_AND_DISK_DESER, DataFrame.persist()'s default) doubled the kernel's
 # share and device_health's time; without LZ4 the job took a third longer (four times the kernel
 # time: larger blocks), and Spark's columnar compression instead of LZ4 costs more CPU when the cache

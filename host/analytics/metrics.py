@@ -1,6 +1,6 @@
 """The metric definitions, in Spark. Every table is a function of the deduplicated records.
 
-Definitions (the README's "Fleet analytics" section repeats them):
+Definitions (docs/reference/tables.md repeats them):
   clean           valid records, one per (device_id, seq): the copy with the lowest rx_ts is kept;
                   `copies` says how many were delivered. Partitioned by `date` and `hour` (UTC, of ts).
   device_window   per device and 5-minute tumbling window of ts (UTC, aligned to the epoch):

@@ -8,8 +8,8 @@ the end-to-end tests run against every one of them.
 
 FEATURES names what the tests check, with what MQTT 3.1.1 says; each broker class
 lists, under the same keys, what it does instead (its quirks). `python -m
-fleetwire.host.brokers` prints the README's compatibility table from them; a test
-keeps the README's copy equal to it, and the scenario tests assert each quirk (or the
+fleetwire.host.brokers` prints the compatibility table from them; a test
+keeps its copy in docs/reference/brokers.md equal to it, and the scenario tests assert each quirk (or the
 standard where there is none), so a broker that changes either way is noticed.
 
 FLEETWIRE_BROKERS=mosquitto,aedes limits the matrix the tests run (default: all)."""
@@ -116,7 +116,7 @@ def versions():
 
 
 def table(versions):
-    """The README's compatibility table (markdown): a row per feature, a column per broker;
+    """The compatibility table (markdown, docs/reference/brokers.md): a row per feature, a column per broker;
     a cell is "yes" where the broker does what the standard says, else its quirk's label."""
     cls = classes()
     head = ["feature"] + ["%s %s" % (TITLES[n], versions[n]) for n in NAMES]
@@ -127,7 +127,7 @@ def table(versions):
 
 
 def quirk_notes():
-    """The README's sentence for each quirk: what the broker does, what the standard says,
+    """The sentence for each quirk (docs/reference/brokers.md): what the broker does, what the standard says,
     and what fleetwire does about it."""
     cls = classes()
     lines = []
@@ -142,6 +142,6 @@ def quirk_notes():
 
 
 def main():
-    """python -m fleetwire.host.brokers: print the README's table and quirk notes."""
+    """python -m fleetwire.host.brokers: print the compatibility table and quirk notes."""
     print(table(versions()))
     print(quirk_notes(), end="")

@@ -38,8 +38,8 @@ def accepts(host, port, timeout=0.2):
 
 
 # What a broker does instead of MQTT 3.1.1 for one feature: `tag` is what the tests test
-# for, `label` the README table's cell, `does` what it does and what the standard says,
-# `fleetwire` what fleetwire does about it (README sentences).
+# for, `label` the matrix table's cell, `does` what it does and what the standard says,
+# `fleetwire` what fleetwire does about it (sentences of docs/reference/brokers.md).
 Quirk = collections.namedtuple("Quirk", "tag label does fleetwire")
 
 

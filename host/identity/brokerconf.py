@@ -20,7 +20,7 @@ import os
 
 from fleetwire.host.identity import pki
 
-# Board topics, in one place (the README and the tests name them too).
+# Board topics, in one place (the docs and the tests name them too).
 TELEMETRY = "fleet/%s/telemetry"
 COMMANDS = "fleet/%s/cmd/"
 OTA = "fleet/%s/ota/"

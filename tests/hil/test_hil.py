@@ -1,6 +1,6 @@
 """Hardware-in-the-loop tests: fleetwire deployed to a board and run as it runs in the
 field (boot.py, main.py, config.json). Without --board they run on a virtual board;
-with `--board PORT --board-broker HOST:PORT` on a real one (see the README)."""
+with `--board PORT --board-broker HOST:PORT` on a real one (see docs/guides/hil.md)."""
 
 import json
 import time

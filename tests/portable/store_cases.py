@@ -394,7 +394,7 @@ def test_every_power_cut_of_the_file_store_on_littlefs_loses_nothing():
 def check_forked_sweep(sw, at_least):
     # lost, resurrected, reordered and failed recoveries nowhere; a QoS 2 message twice
     # only where the session delivers an inbound message before the store keeps its id
-    # (qos2.py, delivered(): a cut there redelivers it after the reset; firmware/STORE.md)
+    # (qos2.py, delivered(): a cut there redelivers it after the reset; docs/design/store.md)
     sw.run()
     assert sw.cuts() >= at_least, sw.cuts()
     for phase, row in sw.tally.items():

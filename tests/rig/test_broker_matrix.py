@@ -1,6 +1,6 @@
 """The broker matrix harness (fleetwire.host.brokers): each broker starts on 127.0.0.1
 and a free port, takes a login, refuses the matrix's denied prefix, stops with every
-process it started, and the README's table and quirk notes are the ones its classes
+process it started, and the documented table and quirk notes are the ones its classes
 describe, each quirk asserted by a scenario test."""
 
 import ast
@@ -96,15 +96,15 @@ def test_the_matrix_is_chosen_by_name():
         brokers.make("nats")
 
 
-def test_the_readme_table_and_notes_are_the_brokers_own():
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    block = readme.split("<!-- broker-matrix:begin -->\n", 1)[1].split("<!-- broker-matrix:end -->", 1)[0]
+def test_the_documented_table_and_notes_are_the_brokers_own():
+    page = open(os.path.join(ROOT, "docs", "reference", "brokers.md"), encoding="utf-8").read()
+    block = page.split("<!-- broker-matrix:begin -->\n", 1)[1].split("<!-- broker-matrix:end -->", 1)[0]
     assert block == brokers.table(brokers.versions()) + "\n" + brokers.quirk_notes()
 
 
 def test_every_quirk_is_asserted_by_a_scenario_test():
     # the scenario tests handle each quirk by its tag: a quirk with a tag no test names
-    # would be a README claim nothing checks
+    # would be a documented claim nothing checks
     strings = set()
     for path in ("tests/device/test_brokers.py", "tests/device/test_umqtt_compat.py", "host/brokers/base.py"):
         with open(os.path.join(ROOT, path), encoding="utf-8") as f:

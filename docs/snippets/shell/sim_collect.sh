@@ -1,0 +1,3 @@
+fleetwire collect --broker 127.0.0.1:1883 --landing landing/ &   # lands fleet/+/telemetry
+fleetwire sim --devices 20 --broker 127.0.0.1:1883 --period 60 --speed 120 --duration 5
+kill %1; wait                                                    # the collector closes its files
