@@ -213,7 +213,7 @@ def main():
         "--paho-cuts",
         type=int,
         default=2000,
-        help="paho: messages = 3 x this (it goes through few cuts: see bench/README.md, "Chaos")",
+        help="paho: messages = 3 x this (it goes through few cuts: see bench/README.md, Chaos)",
     )
     ap.add_argument("--qos", type=int, default=2, choices=(1, 2))
     ap.add_argument(

@@ -4,9 +4,9 @@ mosquitto, aedes, amqtt, RabbitMQ), as a device process on the MicroPython unix 
 other party: the client interoperability scenarios, one test each.
 
 Where a broker departs from MQTT 3.1.1 the test asserts what that broker does (its
-quirk: broker.quirk(feature) names it, its class describes it, the broker matrix
-in docs/reference/brokers.md lists it) and the standard everywhere else, so a broker that changes either way fails
-here; where a broker breaks the standard, the client copes (RabbitMQ's PUBACK for a
+quirk: broker.quirk(feature) names it, its class describes it, the broker matrix in
+docs/reference/brokers.md lists it) and the standard everywhere else, so a broker that
+changes either way fails here; where a broker breaks the standard, the client copes (RabbitMQ's PUBACK for a
 QoS 2 message completes it). Brokers are shared by the session:
 each test uses topics and client ids of its own, and every client logs in."""
 
