@@ -24,3 +24,40 @@ def pointed(name, host, port, dest):
     with open(dest, "w", encoding="utf-8") as f:
         f.write(src.replace(BROKER, '"%s", %d' % (host, port)))
     return str(dest)
+
+
+def includes():
+    """{snippet path: [the pages that include it]} over every page under docs/."""
+    import glob
+    import re
+
+    found = {}
+    for page in glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True):
+        with open(page, encoding="utf-8") as f:
+            for name in re.findall(r'^\s*--8<-- "([^"]+)"\s*$', f.read(), re.M):
+                found.setdefault(name, []).append(os.path.relpath(page, ROOT))
+    return found
+
+
+def snippet_files():
+    """Every file under docs/snippets/, as a path relative to it."""
+    out = []
+    for d, _, files in os.walk(SNIPPETS):
+        out += [os.path.relpath(os.path.join(d, f), SNIPPETS) for f in files if "__pycache__" not in d]
+    return sorted(out)
+
+
+def command_lines(name):
+    """The commands of a shell snippet: continuation lines joined, comments and blank lines
+    left out -> [(line, text)]."""
+    out, cur = [], ""
+    for line in snippet(name).splitlines():
+        if line.rstrip().endswith("\\"):
+            cur += line.rstrip()[:-1] + " "
+            continue
+        cur += line
+        text = cur.split(" #", 1)[0].strip() if not cur.lstrip().startswith("#") else ""
+        cur = ""
+        if text:
+            out.append(text)
+    return out

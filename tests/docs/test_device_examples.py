@@ -29,11 +29,11 @@ def own_broker(fresh_mosquitto):
 
 
 def example(board_lib, name, host, port, tmp_path, **kw):
-    return run(board_lib, pointed("device/" + name, host, port, tmp_path / name), tmp_path, **kw)
+    return run(board_lib, pointed(name, host, port, tmp_path / os.path.basename(name)), tmp_path, **kw)
 
 
 def test_the_first_client_gets_back_what_it_published_at_qos_1_and_2(board_lib, own_broker, tmp_path):
-    out = example(board_lib, "first_client.py", own_broker.host, own_broker.port, tmp_path)
+    out = example(board_lib, "device/first_client.py", own_broker.host, own_broker.port, tmp_path)
     assert out.strip() == "[(b'fleet/sensor-17/cmd/led', b'on'), (b'fleet/sensor-17/cmd/led', b'off')]"
 
 
@@ -42,7 +42,7 @@ def test_the_pipelined_publisher_has_every_message_acknowledged(
 ):
     observer = make_observer(own_broker)
     observer.subscribe("fleet/sensor-17/log", 1)
-    out = example(board_lib, "pipelined.py", own_broker.host, own_broker.port, tmp_path)
+    out = example(board_lib, "device/pipelined.py", own_broker.host, own_broker.port, tmp_path)
     assert out.strip() == "100 delivered"
     got = observer.wait_for(100, timeout=20)
     assert [m[1] for m in got] == [b"reading %d" % i for i in range(100)]
@@ -50,7 +50,7 @@ def test_the_pipelined_publisher_has_every_message_acknowledged(
 
 def test_the_asyncio_client_makes_a_qos_2_round_trip(board_lib, own_broker, tmp_path):
     assert (
-        example(board_lib, "asyncio_client.py", own_broker.host, own_broker.port, tmp_path).strip()
+        example(board_lib, "device/asyncio_client.py", own_broker.host, own_broker.port, tmp_path).strip()
         == "round trip done"
     )
 
@@ -58,7 +58,7 @@ def test_the_asyncio_client_makes_a_qos_2_round_trip(board_lib, own_broker, tmp_
 def test_a_message_longer_than_max_packet_is_written_to_a_file_piece_by_piece(
     board_lib, own_broker, tmp_path
 ):
-    out = example(board_lib, "long_messages.py", own_broker.host, own_broker.port, tmp_path)
+    out = example(board_lib, "device/long_messages.py", own_broker.host, own_broker.port, tmp_path)
     assert out.strip() == "3000 bytes in 12 pieces"  # 256 bytes at most each
     assert (tmp_path / "image.bin").read_bytes() == b"x" * 3000
 
@@ -70,7 +70,7 @@ def test_the_reconnecting_device_loses_nothing_when_its_link_is_cut(
     observer.subscribe("fleet/sensor-17/temp", 1)
     proxy = make_proxy(own_broker)
     proxy.cut("down", after="PUBACK", nth=5)  # the link drops after the 5th acknowledgement
-    out = example(board_lib, "reconnect.py", proxy.address[0], proxy.port, tmp_path)
+    out = example(board_lib, "device/reconnect.py", proxy.address[0], proxy.port, tmp_path)
     assert "lost:" in out and "retry 1 in" in out, out
     assert out.strip().endswith("sent, connected: True"), out
     got = observer.wait_until(lambda m: len({x[1] for x in m}) >= 20, 20)
@@ -83,7 +83,7 @@ def test_the_tls_client_checks_the_brokers_certificate(board_lib, mosquitto_tls,
     with open(mosquitto_tls.ca_der, "rb") as f:
         (tmp_path / "ca.der").write_bytes(f.read())
     # "localhost": the name on the test broker's certificate, which the client checks
-    out = example(board_lib, "tls.py", "localhost", mosquitto_tls.tls_port, tmp_path, heap="128K")
+    out = example(board_lib, "device/tls.py", "localhost", mosquitto_tls.tls_port, tmp_path, heap="128K")
     assert out.strip() == "published over TLS"
     assert observer.wait_for(1, timeout=10)[0][1] == b"online over TLS"
 
@@ -91,7 +91,7 @@ def test_the_tls_client_checks_the_brokers_certificate(board_lib, mosquitto_tls,
 def test_the_ring_store_example_sends_everything_it_stored(board_lib, own_broker, tmp_path, make_observer):
     observer = make_observer(own_broker)
     observer.subscribe("fleet/sensor-17/log", 1)
-    out = example(board_lib, "store.py", own_broker.host, own_broker.port, tmp_path)
+    out = example(board_lib, "device/store.py", own_broker.host, own_broker.port, tmp_path)
     assert out.strip() == "stored and sent; backlog 0"
     assert [m[1] for m in observer.wait_for(10, timeout=10)] == [b"entry %d" % i for i in range(10)]
     assert os.path.getsize(tmp_path / "mqtt.flash") == 256 * 1024  # the partition it wrote
@@ -104,7 +104,7 @@ def test_the_vitals_agent_publishes_a_record_the_report_reads(board_lib, own_bro
 
     observer = make_observer(own_broker)
     observer.subscribe("fleet/sensor-17/telemetry", 1)
-    out = example(board_lib, "vitals.py", own_broker.host, own_broker.port, tmp_path)
+    out = example(board_lib, "device/vitals.py", own_broker.host, own_broker.port, tmp_path)
     assert out.split() == ["boot", "1", "record", "acknowledged"]
     record = json.loads(observer.wait_for(1, timeout=10)[0][1])
     assert record["device_id"] == "sensor-17" and record["fw_version"] == "1.5.0" and record["seq"] == 1
@@ -114,5 +114,5 @@ def test_the_vitals_agent_publishes_a_record_the_report_reads(board_lib, own_bro
 def test_the_updater_is_enabled_over_a_connected_client_and_waits_for_an_offer(
     board_lib, own_broker, tmp_path
 ):
-    out = example(board_lib, "ota.py", own_broker.host, own_broker.port, tmp_path, heap="96K")
+    out = example(board_lib, "device/ota.py", own_broker.host, own_broker.port, tmp_path, heap="96K")
     assert out.strip() == "updater idle: True"

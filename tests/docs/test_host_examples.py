@@ -1,0 +1,224 @@
+"""The documentation's host examples run as written: Python programs on CPython (and, where
+the page says so, on the MicroPython unix port too), the example pytest tests as part of this
+suite, and the shell examples line by line against the real `fleetwire` command, in a
+directory of their own."""
+
+import os
+import signal
+import subprocess
+import sys
+
+from fleetwire.host.rig import micropython
+
+from examples import SNIPPETS, command_lines, snippet
+from support import ROOT
+
+sys.path.insert(0, os.path.join(SNIPPETS, "host"))
+# The example tests a user writes with fleetwire's pytest plugins (docs/guides/hil.md,
+# docs/guides/resilience.md), collected here as they are: this suite loads the same plugins.
+from test_my_board import test_the_board_reports_its_vitals  # noqa: E402,F401
+from test_with_proxy import test_a_cut_link_loses_nothing  # noqa: E402,F401
+
+EXAMPLE_TESTS = ("host/test_my_board.py", "host/test_with_proxy.py", "host/conftest.py")
+BIN = os.path.dirname(sys.executable)
+
+
+def shell(name, cwd, env=None, replace=(), timeout=300):
+    """Run shell example `name` with bash -e in `cwd`, the venv's commands first on PATH, each
+    (old, new) of `replace` replaced first -> its output."""
+    src = snippet(name)
+    for old, new in replace:
+        assert old in src, (name, old)
+        src = src.replace(old, new)
+    e = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], **(env or {}))
+    r = subprocess.run(
+        ["bash", "-e", "-c", src], cwd=str(cwd), env=e, capture_output=True, text=True, timeout=timeout
+    )
+    assert r.returncode == 0, "%s failed:\n%s%s" % (name, r.stdout, r.stderr)
+    return r.stdout + r.stderr
+
+
+def python_on_both(name, board_lib):
+    path = os.path.join(SNIPPETS, name)
+    cp = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    mp = micropython.run([path], lib=board_lib, heap="96K")
+    assert mp.returncode == 0, mp.stdout + mp.stderr
+    assert mp.stdout == cp.stdout  # one source, one behaviour
+    return cp.stdout.splitlines()
+
+
+def test_the_codec_example_decodes_encodes_and_names_the_rule_alike_on_both_interpreters(board_lib):
+    assert python_on_both("host/codec.py", board_lib) == [
+        "[Publish(topic='a/b', payload=b'hi', qos=1, retain=False, dup=False, packet_id=7)]",
+        "32090003612f6200076869",
+        "MQTT-3.3.1-4 - PUBLISH with QoS 3 [MQTT-3.3.1-4]",
+    ]
+
+
+def test_the_sans_io_example_connects_publishes_and_completes_without_a_socket(board_lib):
+    out = python_on_both("host/sans_io.py", board_lib)
+    assert out[0].startswith("[Connect(client_id='sensor-17', clean_session=True, keepalive=30,")
+    assert out[
+        1
+    ] == "[Publish(topic='fleet/sensor-17/temp', payload=b'21.5', qos=1, retain=False, dup=False, " + (
+        "packet_id=1)]"
+    )
+    assert out[2:] == ["delivered 1", "pending 0 - next deadline in 29900 ms"]
+
+
+def test_the_unix_port_example_builds_the_tree_imports_the_client_and_passes_the_selfcheck(tmp_path):
+    out = shell("shell/unix_port.sh", tmp_path)
+    assert "<class 'MQTTClient'>" in out
+    assert (tmp_path / "build" / "board" / "lib" / "fleetwire" / "client.mpy").exists()
+    assert out.count(" 0 failed") == 2, out  # MicroPython and CPython
+
+
+def test_the_build_example_writes_mpy_native_and_source_trees(tmp_path):
+    shell("shell/build_variants.sh", tmp_path)
+    assert (tmp_path / "build" / "board" / "lib" / "fleetwire" / "session.mpy").exists()
+    assert (tmp_path / "build" / "esp32" / "lib" / "fleetwire" / "session.mpy").exists()
+    assert (tmp_path / "build" / "src" / "lib" / "fleetwire" / "session.py").exists()
+
+
+def test_the_identity_example_makes_the_ca_the_broker_config_and_the_host_credentials(tmp_path):
+    out = shell("shell/identity_ca.sh", tmp_path, env={"HOME": str(tmp_path)})
+    ca = tmp_path / ".fleetwire" / "ca"
+    assert (ca / "ca.pem").exists() and oct((ca / "ca.key").stat().st_mode & 0o777) == "0o600"
+    for f in ("mosquitto.conf", "acl", "crl.pem", "server.pem", "server.key"):
+        assert (tmp_path / "broker" / f).exists(), f
+    for f in ("collector.pem", "collector.key", "operator.pem", "operator.key", "ca.pem"):
+        assert (tmp_path / "creds" / f).exists(), f
+    listed = [line.split()[:2] for line in out.splitlines() if "current" in line]
+    assert sorted(listed) == [
+        ["broker.local", "server"],
+        ["collector", "collector"],
+        ["operator", "operator"],
+    ]
+    assert "PRIVATE KEY" not in out  # no command prints a key
+
+
+def test_the_rollout_example_bundles_the_app(tmp_path):
+    (tmp_path / "app.py").write_text(snippet("device/app.py"))
+    # the first line runs; the rollout itself needs a fleet: its line is parsed by
+    # test_snippets.py, and tests/ota/test_rollout.py rolls out through the CLI
+    src = command_lines("shell/rollout.sh")[0]
+    r = subprocess.run(
+        [BIN + "/" + src.split()[0]] + src.split()[1:], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    from fleetwire.host.rollout.release import Release, unpack
+
+    rel = Release.from_file(str(tmp_path / "app-1.5.0.fwb"))
+    assert (rel.kind, rel.version) == ("app", "1.5.0")
+    files = unpack(rel.data)
+    assert "app.mpy" in files and "lib/fleetwire/client.mpy" in files  # compiled, as a board loads them
+
+
+def test_the_spark_submit_example_names_a_script_that_runs_the_report(tmp_path):
+    from fleetwire.tools import cli
+
+    lines = command_lines("shell/spark_submit.sh")
+    assert len(lines) == 1
+    cmd = lines[0]
+    py = cmd.split('"$(', 1)[1].split(')"', 1)[0]
+    script = subprocess.run(
+        ["bash", "-c", py],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PATH=BIN + ":" + os.environ["PATH"]),
+    ).stdout.strip()
+    assert script.endswith("report.py") and os.path.exists(script)
+    r = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "--incremental" in r.stdout, r.stderr  # runs as spark-submit runs it
+    args = cmd.split(')"', 1)[1].split()
+    parser, _ = cli.parser(only="report")
+    parser.parse_args(["report"] + args)
+
+
+def test_the_proxy_example_forwards_mqtt_with_its_script(tmp_path, mosquitto, make_observer):
+    from fleetwire.host.brokers.base import free_port
+    from fleetwire.host.testing.observer import Observer
+
+    (tmp_path / "chaos.txt").write_text(snippet("files/chaos.txt"))
+    port = free_port()
+    line = command_lines("shell/proxy.sh")[0]
+    line = line.replace("127.0.0.1:1884", "127.0.0.1:%d" % port).replace(
+        "127.0.0.1:1883", "127.0.0.1:%d" % mosquitto.port
+    )
+    proxy = subprocess.Popen(
+        ["bash", "-c", "exec " + line],
+        cwd=tmp_path,
+        env=dict(os.environ, PATH=BIN + ":" + os.environ["PATH"]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        watcher = make_observer(mosquitto)
+        watcher.subscribe("fleet/sensor-17/status", 1)
+        import time
+
+        from fleetwire.host.brokers.base import accepts
+
+        deadline = time.monotonic() + 10
+        while not accepts("127.0.0.1", port):  # until the proxy listens
+            assert time.monotonic() < deadline, "the proxy never listened"
+            time.sleep(0.1)
+        client = Observer("127.0.0.1", port)
+        client.publish("fleet/sensor-17/status", b"through the proxy", qos=1)
+        assert watcher.wait_for(1, timeout=10)[0][1] == b"through the proxy"
+        client.close()
+    finally:
+        proxy.send_signal(signal.SIGINT)
+        out = proxy.communicate(timeout=10)[0]
+    assert "PUBLISH" in out, out  # it prints every packet
+
+
+def test_the_simulator_and_collector_example_lands_every_devices_records(tmp_path, mosquitto):
+    import glob
+    import json
+
+    shell("shell/sim_collect.sh", tmp_path, replace=[("127.0.0.1:1883", "127.0.0.1:%d" % mosquitto.port)])
+    files = glob.glob(str(tmp_path / "landing" / "date=*" / "hour=*" / "*.ndjson"))
+    assert files
+    records = [json.loads(line) for f in files for line in open(f)]
+    assert len({r["device_id"] for r in records}) == 20
+    assert all("rx_ts" in r for r in records)
+
+
+def test_the_report_example_writes_every_table_with_the_documented_columns(tmp_path, java):
+    """The one Spark run of the documentation's tests."""
+    import re
+
+    import pyarrow.dataset as ds
+
+    from fleetwire.host.analytics.schema import TABLES
+
+    shell("shell/report.sh", tmp_path)
+    out = tmp_path / "report"
+    assert (out / "report.html").exists() and (out / "quality.json").exists()
+    with open(os.path.join(ROOT, "docs", "reference", "tables.md"), encoding="utf-8") as f:
+        page = f.read()
+    from fleetwire.host.fleet.record import FIELD_NAMES
+
+    for table in TABLES:
+        section = page.split("## `%s`" % table, 1)[1].split("\n## ", 1)[0]
+        documented = set()
+        for line in section.splitlines():
+            if line.startswith("| `") or line.startswith("| every field"):
+                documented |= set(re.findall(r"`(\w+)`", line.split("|")[1]))
+                if "every field of the record" in line:
+                    documented |= set(FIELD_NAMES)
+        columns = set(ds.dataset(str(out / table), format="parquet", partitioning="hive").schema.names)
+        assert sorted(columns - documented) == [] and sorted(documented - columns) == [], table
+    quality = __import__("json").loads((out / "quality.json").read_text())
+    assert set(quality) == set(
+        re.findall(r"`(\w+)`", page.split("| `quality.json` |", 1)[1].split("\n", 1)[0])
+    )
+
+
+def test_the_example_tests_are_collected_here():
+    assert test_the_board_reports_its_vitals.__module__ == "test_my_board"
+    assert test_a_cut_link_loses_nothing.__module__ == "test_with_proxy"
+    assert all(os.path.exists(os.path.join(SNIPPETS, n)) for n in EXAMPLE_TESTS)
