@@ -16,7 +16,7 @@ c.connect(clean_session=False)
 u = ota.enable(  # your messages still go to your callback
     c, "sensor-17", vitals=v, callback=my_callback, cfg={"ota_confirm_s": 120, "fw_version": "1.4.2"}
 )
-for _ in range(20):  # a device loops for ever
+for _ in range(5):  # a device loops for ever
     v.step()
     u.step()  # timers, the check and switch of a finished download, the trial
     c.loop(200)
