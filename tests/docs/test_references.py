@@ -163,11 +163,16 @@ def test_the_hil_example_commands_use_options_the_hil_plugin_has():
 
 
 def test_the_hil_conftest_loads_the_plugins_the_suite_loads():
-    import conftest
+    import ast
 
-    ns = {}
-    exec(snippet("host/conftest.py"), ns)
-    assert ns["pytest_plugins"] == conftest.pytest_plugins
+    def plugins(source):
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.Assign) and node.targets[0].id == "pytest_plugins":
+                return ast.literal_eval(node.value)
+
+    with open(os.path.join(ROOT, "tests", "conftest.py"), encoding="utf-8") as f:
+        suite = plugins(f.read())
+    assert suite and plugins(snippet("host/conftest.py")) == suite
 
 
 def test_the_snippets_folder_holds_no_stray_files():
