@@ -10,8 +10,9 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv="$root/.venv"
-# rabbitmq-server: a broker of the matrix (tests start their own, on loopback)
-apt_packages=(mosquitto socat rabbitmq-server)
+# rabbitmq-server: a broker of the matrix (tests start their own, on loopback); chromium: the
+# headless browser that checks report.html's layout at a laptop's and a phone's width
+apt_packages=(mosquitto socat rabbitmq-server chromium)
 
 say() { printf '[fleetwire] %s\n' "$*" >&2; }
 

@@ -163,17 +163,88 @@ def write(spark, store, out, fleet, hist, quality):
     return path
 
 
+# What a person reads above a column where its name with spaces for underscores would not do (the
+# CSV copies and the tables keep the names: each heading's tooltip). Headings must wrap between
+# words: the names, one unbreakable word each, made the releases table 2271 px wide at 1366.
+LABELS = {
+    "fw_version": "release",
+    "device_id": "device",
+    "device_hours": "device-hours",
+    "crash_free_hours": "crash-free hours",
+    "crash_free_hours_pct": "crash-free hours %",
+    "rssi_p05": "RSSI p5 dBm",
+    "rssi_p50": "RSSI p50 dBm",
+    "latency_p50": "latency p50 ms",
+    "latency_p95": "latency p95 ms",
+    "mean_coverage": "coverage (mean)",
+    "mean_loss_rate": "loss rate (mean)",
+    "reconnects_per_device_hour": "reconnects per device-hour",
+    "prev_fw_version": "previous release",
+    "crash_free_hours_pct_delta": "crash-free hours % vs previous",
+    "mean_loss_rate_delta": "loss rate vs previous",
+    "heap_leak_bytes_per_hour": "heap leak B/h",
+    "vbat_drop_per_hour": "battery drop mV/h",
+    "cohort_median": "release median",
+    "cohort_mad": "release MAD",
+    "cohort_devices": "release devices",
+}
+
+
+def _cell(v, floats):
+    import pandas as pd
+
+    if pd.isna(v):  # None, NaN and NaT alike: an empty cell
+        return ""
+    if isinstance(v, float):
+        return floats % v
+    if isinstance(v, pd.Timestamp):
+        return v.strftime("%Y-%m-%d %H:%M:%S")
+    return str(v)
+
+
 def _table(df, floats="%.4g"):
-    return df.to_html(
-        index=False, border=0, classes="t", float_format=lambda x: floats % x, na_rep="", escape=True
+    """df as an HTML table in a box of its own that scrolls sideways when the table is wider than
+    the screen (a phone's), so that the page itself never does."""
+    e = html.escape
+    head = "".join(
+        "<th title='%s'>%s</th>" % (e(c), e(LABELS.get(c, c.replace("_", " ")))) for c in df.columns
     )
+    rows = "".join(
+        "<tr>%s</tr>" % "".join("<td>%s</td>" % e(_cell(v, floats)) for v in row)
+        for row in df.itertuples(index=False, name=None)
+    )
+    table = "<table class='t'><thead><tr>%s</tr></thead><tbody>%s</tbody></table>" % (head, rows)
+    return "<div class='scroll'>%s</div>" % table
 
 
-CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
-table.t{border-collapse:collapse;font-size:13px;margin:.5em 0 1.5em}
-table.t td,table.t th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:right}
-table.t th{background:#f4f4f4}img{max-width:100%;border:1px solid #eee;margin:.5em 0}
+def _without_empty(df):
+    """df without its columns that hold no value at all -> (df, the names left out)."""
+    empty = [c for c in df.columns if df[c].isna().all()]
+    return df.drop(columns=empty), empty
+
+
+# The width= meta makes a phone lay the page out at its own width (without it, at 980 px, shrunk).
+# Each table scrolls inside its .scroll box, its first column (the release, the device) staying in
+# sight; headings wrap between words.
+CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;padding:0 2em;max-width:1200px;color:#222}
+@media (max-width:600px){body{margin:1em auto;padding:0 .75em}}
+.scroll{overflow-x:auto;margin:.5em 0 1.5em}
+table.t{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
+table.t td,table.t th{border-bottom:1px solid #ddd;padding:3px 6px;text-align:right}
+table.t th{background:#f4f4f4;vertical-align:bottom;font-size:12px}
+table.t td:first-child,table.t th:first-child{position:sticky;left:0;text-align:left;background:#fff}
+table.t th:first-child{background:#f4f4f4}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}
+img{max-width:100%;height:auto;border:1px solid #eee;margin:.5em 0}
 .note{color:#666;font-size:13px}"""
+
+# publish_latency_ms is null in records that cannot carry a real figure (a fleet simulator running
+# faster than real time measures the round trip on the real clock: fleetwire.host.fleet.device)
+NO_LATENCY = (
+    "<p class='note'>Publish latency is left out: no record carries one. Boards measure it; the fleet "
+    "simulator does not when it compresses time (<code>fleetwire demo</code>): its devices' round "
+    "trips run on the real clock.</p>"
+)
 
 
 def render(d, pngs, csvs, quality):
@@ -185,6 +256,9 @@ def render(d, pngs, csvs, quality):
         .loc[_version_sort(d["firmware_cohort"]["fw_version"].tolist())]
         .reset_index()
     )
+    # the counts behind two of its rates (crash-free hours, reconnects) stay in the CSV: with them
+    # the table was wider than a laptop's page
+    cohort, unmeasured = _without_empty(cohort.drop(columns=["crash_free_hours", "reconnects"]))
     silent = h[h["silent"]].sort_values("last_seen")[["device_id", "fw_version", "last_seen", "coverage"]]
     worst = worst_devices(h)[
         [
@@ -202,7 +276,9 @@ def render(d, pngs, csvs, quality):
         ]
     ]
     parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>fleetwire fleet report</title>",
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        "<title>fleetwire fleet report</title>",
         "<style>%s</style></head><body>" % CSS,
         "<h1>Fleet report</h1>",
         "<p class='note'>%d devices, %d distinct records; generated %s by <code>fleetwire report</code>.</p>"
@@ -214,6 +290,7 @@ def render(d, pngs, csvs, quality):
         "<h2>Input</h2><pre>%s</pre>" % e("\n".join(landing.describe(quality))),
         "<h2>Releases</h2>",
         _table(cohort),
+        NO_LATENCY if {"latency_p50", "latency_p95"} <= set(unmeasured) else "",
         "<img src='%s' alt='crash-free hours by release'>" % e(pngs["crash_free"]),
         "<img src='%s' alt='coverage and loss over time per firmware'>" % e(pngs["coverage_loss"]),
         "<img src='%s' alt='RSSI distribution'>" % e(pngs["rssi"]),

@@ -54,6 +54,32 @@ def report_cli(java):
     return run
 
 
+@pytest.fixture(scope="session")
+def report_dir(tmp_path_factory, java):
+    """`fleetwire gen-telemetry` (15 devices, 3 hours) and `fleetwire report` on it, as a user runs
+    them -> (the output directory, the report's CompletedProcess). Once a session: the CLI's tests
+    and report.html's in a browser read the same run."""
+    import re
+
+    base = tmp_path_factory.mktemp("cli")
+    g = subprocess.run(
+        FW + ["gen-telemetry", "--devices", "15", "--hours", "3", "--out", str(base / "landing")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert g.returncode == 0, g.stderr
+    assert re.match(r"wrote \d+ records \(15 devices, 3 hours\) in \d+ files under ", g.stdout)
+    r = subprocess.run(
+        FW + ["report", "--input", str(base / "landing"), "--out", str(base / "out")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return base / "out", r
+
+
 @pytest.fixture
 def run_job(spark):
     """run_job(input, out, **config) -> (job.Result, logged lines)."""

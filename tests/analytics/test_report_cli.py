@@ -7,30 +7,8 @@ import re
 import subprocess
 import sys
 
-import pytest
 
 FW = [sys.executable, "-m", "fleetwire.tools.cli"]
-
-
-@pytest.fixture(scope="module")
-def report_dir(tmp_path_factory, java):
-    base = tmp_path_factory.mktemp("cli")
-    g = subprocess.run(
-        FW + ["gen-telemetry", "--devices", "15", "--hours", "3", "--out", str(base / "landing")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert g.returncode == 0, g.stderr
-    assert re.match(r"wrote \d+ records \(15 devices, 3 hours\) in \d+ files under ", g.stdout)
-    r = subprocess.run(
-        FW + ["report", "--input", str(base / "landing"), "--out", str(base / "out")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    return base / "out", r
 
 
 def test_report_prints_what_it_read_and_wrote(report_dir):

@@ -58,6 +58,14 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
     cfh = {v: float(x["crash_free_hours_pct"]) for v, x in rows.items()}
     assert cfh["1.5.0"] < cfh["1.4.2"] and cfh["1.5.0"] < cfh["1.5.1"]
     assert "firmware" in r.stdout and "1.5.1" in r.stdout  # the summary table
+    # in compressed time the devices measure no latency, and nothing shows one: not the table,
+    # not its CSV copy, not the summary
+    assert all(x["latency_p50"] == x["latency_p95"] == "" for x in rows.values())
+    page = (out / "report" / "report.html").read_text()
+    assert "title='latency_p50'" not in page and "Publish latency is left out" in page
+    head = [x for x in r.stdout.splitlines() if x.split()[:2] == ["firmware", "devices"]]
+    assert head and "latency" not in head[0], head
+    assert "(no publish latency: in compressed time the simulated devices measure none)" in r.stdout
     landed = [f for d, _, fs in os.walk(out / "landing") for f in fs]
     assert landed and all(f.endswith(".ndjson") for f in landed)  # whole files only
     from fleetwire.host.brokers.mosquitto import accepts
