@@ -2,11 +2,14 @@
 report.html with its plots and CSVs out, openable from disk."""
 
 import csv
+import json
 import os
 import re
 import subprocess
 import sys
 
+
+from support import ROOT
 
 FW = [sys.executable, "-m", "fleetwire.tools.cli"]
 
@@ -81,10 +84,35 @@ def test_the_csv_copies_hold_the_tables(report_dir):
         "prev_fw_version",
     } <= set(rows[0])
     with open(out / "csv" / "device_health.csv") as f:
-        assert len(list(csv.DictReader(f))) == 15
+        assert len(list(csv.DictReader(f))) == 20
     page = (out / "report.html").read_text()
     for r in rows:
         assert "<td>%s</td>" % r["fw_version"] in page
+
+
+def test_every_table_has_the_columns_the_tables_page_documents(report_dir):
+    from fleetwire.host.analytics.schema import TABLES
+    from fleetwire.host.fleet.record import FIELD_NAMES
+
+    import pyarrow.dataset as ds
+
+    out, _ = report_dir
+    with open(os.path.join(ROOT, "docs", "reference", "tables.md"), encoding="utf-8") as f:
+        page = f.read()
+    for table in TABLES:
+        section = page.split("## `%s`" % table, 1)[1].split("\n## ", 1)[0]
+        documented = set()
+        for line in section.splitlines():
+            if line.startswith("| `") or line.startswith("| every field"):
+                documented |= set(re.findall(r"`(\w+)`", line.split("|")[1]))
+                if "every field of the record" in line:
+                    documented |= set(FIELD_NAMES)
+        columns = set(ds.dataset(str(out / table), format="parquet", partitioning="hive").schema.names)
+        assert sorted(columns - documented) == [] and sorted(documented - columns) == [], table
+    quality = json.loads((out / "quality.json").read_text())
+    assert set(quality) == set(
+        re.findall(r"`(\w+)`", page.split("| `quality.json` |", 1)[1].split("\n", 1)[0])
+    )
 
 
 def test_report_runs_under_spark_submit(tmp_path, report_dir):

@@ -11,7 +11,6 @@ import sys
 from fleetwire.host.rig import micropython
 
 from examples import SNIPPETS, command_lines, snippet
-from support import ROOT
 
 sys.path.insert(0, os.path.join(SNIPPETS, "host"))
 # The example tests a user writes with fleetwire's pytest plugins (docs/guides/hil.md,
@@ -185,37 +184,6 @@ def test_the_simulator_and_collector_example_lands_every_devices_records(tmp_pat
     records = [json.loads(line) for f in files for line in open(f)]
     assert len({r["device_id"] for r in records}) == 20
     assert all("rx_ts" in r for r in records)
-
-
-def test_the_report_example_writes_every_table_with_the_documented_columns(tmp_path, java):
-    """The one Spark run of the documentation's tests."""
-    import re
-
-    import pyarrow.dataset as ds
-
-    from fleetwire.host.analytics.schema import TABLES
-
-    shell("shell/report.sh", tmp_path)
-    out = tmp_path / "report"
-    assert (out / "report.html").exists() and (out / "quality.json").exists()
-    with open(os.path.join(ROOT, "docs", "reference", "tables.md"), encoding="utf-8") as f:
-        page = f.read()
-    from fleetwire.host.fleet.record import FIELD_NAMES
-
-    for table in TABLES:
-        section = page.split("## `%s`" % table, 1)[1].split("\n## ", 1)[0]
-        documented = set()
-        for line in section.splitlines():
-            if line.startswith("| `") or line.startswith("| every field"):
-                documented |= set(re.findall(r"`(\w+)`", line.split("|")[1]))
-                if "every field of the record" in line:
-                    documented |= set(FIELD_NAMES)
-        columns = set(ds.dataset(str(out / table), format="parquet", partitioning="hive").schema.names)
-        assert sorted(columns - documented) == [] and sorted(documented - columns) == [], table
-    quality = __import__("json").loads((out / "quality.json").read_text())
-    assert set(quality) == set(
-        re.findall(r"`(\w+)`", page.split("| `quality.json` |", 1)[1].split("\n", 1)[0])
-    )
 
 
 def test_the_example_tests_are_collected_here():

@@ -26,7 +26,7 @@ CHECKED_ONLY = {
 
 def text_of_tests():
     text = ""
-    for path in glob.glob(os.path.join(ROOT, "tests", "docs", "*.py")):
+    for path in glob.glob(os.path.join(ROOT, "tests", "**", "*.py"), recursive=True):
         with open(path, encoding="utf-8") as f:
             text += f.read()
     return text
