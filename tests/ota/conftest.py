@@ -62,7 +62,8 @@ class OTABoard:
         self.id = c["device_id"]
         self.board.deploy(c)
         self.console = self.board.watch()
-        self.console.wait_for("main: connected", 30)
+        # a deadline, not a speed: a virtual board on a loaded machine took over 30 s to boot
+        self.console.wait_for("main: connected", 90)
         return c
 
     @property

@@ -161,13 +161,13 @@ def rollout_cli(b, tmp_path, rel, *args):
             "--devices",
             str(devices),
             "--no-gate",
-            "--stage-timeout",
-            "60",
+            "--stage-timeout",  # a deadline: a loaded machine took over 60 s to roll a device back
+            "180",
         ]
         + list(args),
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=600,
     )
 
 
