@@ -235,12 +235,8 @@ def pack_reason(buf, t, rc=0, props=b"\x00"):
 
 def sub_options(f, o):
     """Raise ProtocolError unless o is a valid subscription options byte for the topic filter f
-    (bytes-like): the filter itself, the options' reserved bits, QoS and Retain Handling, and
-    a shared subscription's ($share/) name and No Local (§4.8.2)."""
-    try:
-        wire.check_filter(f)
-    except CodecError as e:
-        again(e, 0x8F)
+    (bytes-like): the options' reserved bits, QoS and Retain Handling, a shared subscription's
+    ($share/) name and No Local (§4.8.2), then the filter itself."""
     if o & 0xC0:
         fail5(_SUB_OPTS, o)
     if o & 3 == 3:
@@ -259,6 +255,10 @@ def sub_options(f, o):
             fail5(_SHARE_NM2)
         if o & 4:
             fail5(_SHARE_NL)
+    try:
+        wire.check_filter(f)
+    except CodecError as e:
+        again(e, 0x8F)
 
 
 def pack_subscribe(buf, pid, filters, props=b"\x00", t=_SUBSCRIBE):

@@ -48,13 +48,21 @@ _MANY = ("user_property", "subscription_identifier")
 
 
 def _b(s, what="string"):
-    return _utf8(s, what) if isinstance(s, str) else s
+    # str as UTF-8 (a ProtocolError for a lone surrogate), anything else as it is
+    if not isinstance(s, str):
+        return s
+    try:
+        return _utf8(s, what)
+    except CodecError as e:
+        wire5.again(e, 0x81)
 
 
-def _pairs(props):
-    # a properties dict -> wire5's (identifier, value) pairs, strings as UTF-8
+def property_pairs(props):
+    """A properties dict -> the (identifier, value) pairs pack5.put_props takes, strings as
+    UTF-8, by identifier (the order carries no meaning, §2.2.2.2, and a dict has none on
+    MicroPython: this one makes the bytes the same on both interpreters)."""
     out = []
-    for name, v in (props or {}).items():
+    for name, v in sorted((props or {}).items(), key=lambda kv: PROPERTY_IDS.get(kv[0], 0)):
         if name not in PROPERTY_IDS:
             raise CodecError("unknown property %r [§2.2.2.2]" % (name,))
         p = PROPERTY_IDS[name]
@@ -69,7 +77,7 @@ def _pairs(props):
 def encode_props(t, props):
     """The property block (bytes, its length first) of a properties dict for packet type t
     (WILL for will properties), checked as wire5.check_props checks a received one."""
-    pairs = _pairs(props)
+    pairs = property_pairs(props)
     buf = bytearray(pack5.props_size(pairs))
     return bytes(buf[: pack5.put_props(buf, 0, t | EITHER, pairs)])
 
