@@ -268,7 +268,9 @@ def pack_subscribe(buf, pid, filters, props=b"\x00", t=_SUBSCRIBE):
     if not 0 < pid < 65536:
         fail5(_PID_RANGE, t, pid)
     if not filters:
-        fail5(_SUB_NONE if t == _SUBSCRIBE else _UNSUB_NONE)
+        if t == _SUBSCRIBE:
+            fail5(_SUB_NONE)
+        fail5(_UNSUB_NONE)
     wire5.check_block(t | _BY_CLIENT, props)
     n = 2 + len(props)
     for f in filters:
