@@ -383,3 +383,12 @@ def test_mutated_valid_streams_only_give_packets_or_protocol_errors(data, sizes)
     got, errors = read_all(data, sizes, len(data) + 5, keep_going=True)
     assert all(isinstance(p, P.Packet) for p in got)
     assert all(rule(e) and e.code >= 0x80 for e in errors)
+
+
+def test_MQTT5_4_7_3_3_a_topic_name_or_filter_over_65535_bytes_is_refused():
+    long = "t" * 65536
+    for p in (P.Publish(long), P.Subscribe(1, [(long, 0)]), P.Unsubscribe(1, [long])):
+        with pytest.raises(wire5.ProtocolError) as e:
+            p.encode()
+        assert rule(e.value) == "MQTT-4.7.3-3"
+    assert P.decode_all(P.Publish(long[1:]).encode())[0].topic == long[1:]  # 65535: the longest
