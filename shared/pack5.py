@@ -75,11 +75,17 @@ def _put_str(buf, i, s):
     return i + 2 + n
 
 
-def props_size(props):
-    """The size of the property block put_props writes for props."""
+def _content(props):
+    # the size of the properties of a block, its length field left out
     n = 0
     for p, v in props:
         n += 1 + _size(p, v)
+    return n
+
+
+def props_size(props):
+    """The size of the property block put_props writes for props."""
+    n = _content(props)
     return wire.varint_size(n) + n
 
 
@@ -88,11 +94,11 @@ def put_props(buf, i, t, props):
     type t (0: will properties; the client's unless t has sender bits) -> the offset after
     it. A value is an int, a bytes-like (UTF-8 for a string), or a pair of bytes-likes (a
     User Property). Checked as a received block is (check_props)."""
-    n = props_size(props)
-    if i + n > len(buf):
-        fail5(_NO_FIT, t, i + n, len(buf))
+    c = _content(props)
+    if i + wire.varint_size(c) + c > len(buf):
+        fail5(_NO_FIT, t, i + wire.varint_size(c) + c, len(buf))
     s = i
-    i = wire5.put_vbi(buf, i, n - wire.varint_size(n))
+    i = wire5.put_vbi(buf, i, c)
     for p, v in props:
         buf[i] = p
         i += 1

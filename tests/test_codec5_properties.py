@@ -392,3 +392,15 @@ def test_MQTT5_4_7_3_3_a_topic_name_or_filter_over_65535_bytes_is_refused():
             p.encode()
         assert rule(e.value) == "MQTT-4.7.3-3"
     assert P.decode_all(P.Publish(long[1:]).encode())[0].topic == long[1:]  # 65535: the longest
+
+
+@pytest.mark.parametrize("size", [126, 127, 128, 16383, 16384])
+def test_a_property_block_round_trips_at_the_length_field_boundaries(size):
+    # a block whose properties take 127 bytes has a 1-byte length, 128 a 2-byte one (§2.2.2.1)
+    name = "n" * (size - 1 - 2 - 2 - 1)  # 0x26, name length, value length, value "v"
+    p = P.Puback(1, 0, {"user_property": [(name, "v")]})
+    data = p.encode()
+    assert len(P.encode_props(P.PUBACK, p.properties)) == size + (
+        1 if size < 128 else 2 if size < 16384 else 3
+    )
+    assert P.decode_all(data) == [p]
