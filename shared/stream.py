@@ -12,6 +12,9 @@ class PacketReader:
     max_packet bounds the whole packet, fixed header included.
     """
 
+    # the first byte's rules: 3.1.1's here, MQTT 5's in stream5.PacketReader5
+    check_first = staticmethod(check_first_byte)
+
     def __init__(self, max_packet=4096):
         if max_packet < 2:
             raise ValueError("max_packet must be at least 2")
@@ -42,7 +45,7 @@ class PacketReader:
                 c = data[i]
                 i += 1
                 if self._hlen == 0:
-                    check_first_byte(c)
+                    self.check_first(c)
                     self.first = c
                     self.got = 0
                     self._hlen = 1

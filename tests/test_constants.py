@@ -12,7 +12,7 @@ from fleetwire.codec import packets
 from support import ROOT, sources
 
 CONST = re.compile(r"^_([A-Z][A-Z0-9_]*) = const\((.+?)\)", re.M)
-ERROR_USE = re.compile(r"\b(?:say|fail_as)\(_([A-Z0-9_]+)|errors\.\w+\(say\(_([A-Z0-9_]+)")
+ERROR_USE = re.compile(r"\b(?:say|fail_as|fail5)\(_([A-Z0-9_]+)|errors\.\w+\(say\(_([A-Z0-9_]+)")
 
 
 def board_sources():

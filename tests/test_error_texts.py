@@ -8,7 +8,7 @@ import re
 import pytest
 
 from fleetwire import reasons as client_reasons
-from fleetwire.codec import reasons, wire
+from fleetwire.codec import reasons, reasons5, wire, wire5
 from fleetwire.codec.errors import CodecError, rule
 from fleetwire.codec.packets import PUBREC
 from fleetwire.errors import ProtocolError
@@ -24,6 +24,12 @@ NUMBERED = (r"fail_as\(_([A-Z0-9_]+)", r"fail_as\(_\w+ if [^\n]* else _([A-Z0-9_
 TABLES = {
     "codec": (reasons.TEXT, "shared", (r'fail_as\("(\w+)"',) + NUMBERED),
     "client": (client_reasons.TEXT, "device", (r'\bsay\("(\w+)"', r"\bsay\(_([A-Z0-9_]+)")),
+    # MQTT 5 (wire5, pack5: _KEY = const(line | code << 8); packets5 by key, some passed on)
+    "mqtt5": (
+        reasons5.TEXT,
+        "shared",
+        (r'fail5\("(\w+)"', r"\n_([A-Z0-9_]+) = const\(\d+ \| 0x", r'"(\w+_cut)"'),
+    ),
 }
 
 
@@ -172,3 +178,39 @@ def test_on_micropython_the_tables_load_only_for_an_error_and_a_full_heap_still_
     assert lines["AFTER"] == "PUBLISH with QoS 3 [MQTT-3.3.1-4]"
     assert lines["CLIENT"] == "ProtocolError expected CONNACK, got PINGRESP"
     assert lines["CLIENT_TABLE"] == "True"
+
+
+def table5_line(key):
+    lines = reasons5.TEXT.strip("\n").split("\n")
+    keys = [line.split()[0] for line in lines]
+    return keys.index(key) + 1, int(lines[keys.index(key)].split()[2], 16)
+
+
+@pytest.mark.parametrize("name", ["wire5.py", "pack5.py"])
+def test_the_mqtt5_modules_name_each_error_by_its_line_and_its_reason_code(name):
+    src = source("shared", name)
+    found = re.findall(r"^_([A-Z0-9_]+) = const\((\d+) \| (0x[0-9A-F]+) << 8\)", src, re.M)
+    assert len(found) > 15
+    for key, line, code in found:
+        assert (int(line), int(code, 16)) == table5_line(key.lower()), key
+    assert not re.findall(r'fail5\("', src)
+
+
+def test_an_mqtt5_error_says_what_and_the_rule_and_carries_the_reason_code_for_disconnect():
+    body = b"\x00\x01t\x03\x23\x00\x00"  # PUBLISH "t" with Topic Alias 0
+    with pytest.raises(wire5.ProtocolError) as e:
+        wire5.publish(0x30, body, len(body))
+    assert str(e.value) == "Topic Alias 0 is not allowed [MQTT-3.3.2-8]"
+    assert e.value.code == 0x94  # Topic Alias invalid
+    assert isinstance(e.value, CodecError) and rule(e.value) == "MQTT-3.3.2-8"
+    with pytest.raises(wire5.ProtocolError) as e:
+        wire5.ack(PUBREC, b"\x00\x01\x05", 3)
+    assert str(e.value) == "PUBREC with reason code 0x05, not one of its reason codes [MQTT-3.5.2-1]"
+    assert e.value.code == 0x82  # Protocol Error
+
+
+def test_a_311_primitive_reused_by_mqtt5_reports_the_mqtt5_rule():
+    # wire.check_utf8 says MQTT-1.5.3-2 (3.1.1's id); through wire5 it is MQTT 5's 1.5.4-2
+    with pytest.raises(wire5.ProtocolError) as e:
+        wire5.utf8(b"a\x00", 0, 2)
+    assert rule(e.value) == "MQTT-1.5.4-2" and e.value.code == 0x81

@@ -37,6 +37,15 @@ FEATURES = {
 }
 # what the plain program loads, all of it at import
 PLAIN = {"client", "session", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
+# the MQTT 5 codec: a 3.1.1 program loads none of it, whatever options it uses
+MQTT5 = {"codec.wire5", "codec.pack5", "codec.packets5", "codec.stream5", "codec.reasons5"}
+
+
+def test_the_mqtt5_set_names_every_mqtt5_module_of_the_codec():
+    shared = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared"
+    )
+    assert {"codec." + f[:-3] for f in os.listdir(shared) if f.endswith("5.py")} == MQTT5
 
 
 def steps(board_lib, broker, scenario, *extra, port=None):
@@ -64,6 +73,7 @@ def test_a_plain_program_loads_no_feature_module(board_lib, mosquitto):
     assert s["import"] <= PLAIN, s["import"]
     loaded = set().union(*s.values())
     assert not loaded & FEATURES, s
+    assert not loaded & MQTT5, s  # MQTT 5 costs a 3.1.1 program nothing
     assert all(not v for k, v in s.items() if k != "import"), s  # nothing loads after the import
 
 
@@ -86,6 +96,7 @@ def test_a_plain_program_loads_no_feature_module(board_lib, mosquitto):
 def test_each_option_or_call_loads_its_own_module(board_lib, mosquitto, scenario, step, modules):
     s = steps(board_lib, mosquitto, scenario)
     got = {m for v in s.values() for m in v} - PLAIN
+    assert not got & MQTT5, s
     assert s[step] - PLAIN == modules, s
     assert got == modules, s  # and nothing else, at no other step
 
@@ -95,3 +106,4 @@ def test_tls_loads_its_module_at_connect(board_lib, mosquitto_tls):
     s = steps(board_lib, mosquitto_tls, "tls", mosquitto_tls.ca_der, port=mosquitto_tls.tls_port)
     assert s["construct"] - PLAIN == set(), s
     assert s["connect"] - PLAIN == {"tls", "tls.wrap"}, s  # the folder and its module
+    assert not set().union(*s.values()) & MQTT5, s

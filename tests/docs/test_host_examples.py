@@ -55,6 +55,14 @@ def test_the_codec_example_decodes_encodes_and_names_the_rule_alike_on_both_inte
     ]
 
 
+def test_the_mqtt5_codec_example_encodes_names_the_reason_and_the_disconnect_code_alike_on_both(board_lib):
+    assert python_on_both("host/codec5.py", board_lib) == [
+        "321f000f666c6565742f6465762d312f636d64000705020000001e7265626f6f74",
+        "True No matching subscribers",
+        "Topic Alias 0 is not allowed [MQTT-3.3.2-8] - DISCONNECT with 0x94",
+    ]
+
+
 def test_the_sans_io_example_connects_publishes_and_completes_without_a_socket(board_lib):
     out = python_on_both("host/sans_io.py", board_lib)
     assert out[0].startswith("[Connect(client_id='sensor-17', clean_session=True, keepalive=30,")

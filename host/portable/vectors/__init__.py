@@ -1,11 +1,14 @@
-"""The codec's test vectors (codec.jsonl) and their runner (run_vectors.py), which runs
-unchanged on MicroPython and CPython; this module finds them and reads the runner's output."""
+"""The codec's test vectors (codec.jsonl, mqtt5.jsonl) and their runners (run_vectors.py,
+run_vectors5.py), which run unchanged on MicroPython and CPython; this module finds them and
+reads the runners' output."""
 
 import os
 
 VECTOR_DIR = os.path.dirname(os.path.abspath(__file__))
 VECTOR_FILE = os.path.join(VECTOR_DIR, "codec.jsonl")
 RUNNER = os.path.join(VECTOR_DIR, "run_vectors.py")
+VECTOR_FILE5 = os.path.join(VECTOR_DIR, "mqtt5.jsonl")  # MQTT 5, and its runner
+RUNNER5 = os.path.join(VECTOR_DIR, "run_vectors5.py")
 
 
 def parse_results(out):
