@@ -5,12 +5,17 @@
 # fleet/<id>/ota/# and publish one level under fleet/<id>/):
 #   fleet/<id>/ota/offer   operator -> board, QoS 1, retained: the release this board should run,
 #                          a JSON manifest {"v": 1, "op": "install", "version", "kind": "app" |
-#                          "firmware", "size", "sha256", "chunk", "board"}; {"op": "revert",
-#                          "version"} orders it back; an empty message withdraws the offer
+#                          "firmware", "size", "sha256", "chunk", "board"} ("rollback": the
+#                          version an older release replaces); {"op": "revert", "version",
+#                          "rollback"} orders it back; an empty message withdraws the offer
 #   fleet/<id>/ota_get     board -> update service, QoS 0: "send `count` chunks of `chunk` bytes
 #                          from `offset`" (16 bytes: the release's tag, offset, chunk, count)
 #   fleet/<id>/ota/chunk   update service -> board, QoS 1: tag (8) + offset (4) + data; no data
 #                          says the service's copy ends at that offset
+#   fleet/<id>/ota/keys    operator -> board, QoS 1, retained: a key update, the release-signing
+#                          keys the board trusts from then on (fleetwire.ota.trust)
+# An offer and a key update are signed: {"manifest": "<its JSON text>", "key", "sig"}; the board
+# takes only what a key in ota/keys.json signed (fleetwire.ota.trust, loaded for the check).
 # The board pulls: it asks for the next window of chunks once it has written the last, so it
 # goes at its flash's pace, resumes from what is on its flash after a reset, and the broker
 # keeps no image (retained chunks would go to every board that subscribes, all of them, from
@@ -58,11 +63,13 @@ def drop():
     import sys
 
     pkg = __name__.rsplit(".", 1)[0]
-    sys.modules.pop(pkg + ".ops", None)
-    try:  # the package holds its submodules too
-        delattr(sys.modules[pkg], "ops")
-    except (AttributeError, KeyError, TypeError):
-        pass
+    # trust: the signature check, loaded by ops for an offer; reasons: a refusal's texts
+    for n in ("ops", "trust", "reasons"):
+        sys.modules.pop(pkg + "." + n, None)
+        try:  # the package holds its submodules too
+            delattr(sys.modules[pkg], n)
+        except (AttributeError, KeyError, TypeError):
+            pass
 
 
 class Updater:
@@ -131,6 +138,7 @@ class Updater:
         self.verify_due = False
         self.restart_due = False
         self.held = None  # an offer held while a release is on trial
+        self.parked = None  # an offer signed by a key not held yet: held once a key update brings it
         self.log = print  # what it tells the console (a simulator silences it)
         if states is None:
             from .state import FileStates
@@ -197,6 +205,9 @@ class Updater:
             else:
                 ops().offered(self, msg)
                 drop()
+        elif topic.endswith(b"/keys"):
+            ops().keys(self, msg)
+            drop()
         return True
 
     def ask(self):
@@ -321,8 +332,15 @@ def enable(client, device_id, vitals=None, callback=None, cfg=None, boot_ms=None
 
         kw["restart"] = restart
     u = Updater(device_id, send, vitals, boot_ms=boot_ms, **kw)
+    part = []  # an update message longer than max_packet (a signed offer, a key update) in pieces
 
     def on_msg(topic, msg):
+        if (part or client.rest) and topic.startswith(u._prefix):
+            part.append(bytes(msg))
+            if client.rest:
+                return
+            msg = b"".join(part)
+            part.clear()
         if not u.handle(topic, msg) and callback is not None:
             callback(topic, msg)
 

@@ -1,6 +1,8 @@
 # The rare steps of fleetwire.ota, loaded when one happens and dropped after (the updater
 # keeps only its chunk path resident): taking an offer, checking and switching a finished
-# download, confirming a release on trial, going back as ordered, and the refusals.
+# download, confirming a release on trial, going back as ordered, and the refusals. An offer
+# is taken only signed by a key the board trusts, and not older than what runs unless it is a
+# signed rollback naming that (fleetwire.ota.trust, loaded beside this for the moment).
 from .agent import DOWNLOADING, VERIFYING, APPLIED, CONFIRMED, ROLLED_BACK, REFUSED, FAILED, CANCELLED, HDR
 
 
@@ -138,20 +140,44 @@ def offered(u, msg):
     try:
         if not msg:
             return withdrawn(u)
-        import json
+        from . import trust  # dropped with this module (agent.drop)
 
-        try:
-            m = json.loads(msg)
-        except ValueError:
-            raise Refused("manifest", "not JSON")
+        e, m = trust.parse(msg)
         if isinstance(m, dict) and isinstance(m.get("version"), str):
             version = m["version"]
+        try:
+            what = ("the order back to %s" if m.get("op") == "revert" else "release %s") % version
+            trust.check(u.states.load("keys"), e, what)
+        except Refused as x:
+            if x.code in ("key", "nokeys"):
+                u.parked = msg  # taken again once a key update brings its key
+            raise
         m = check(m, u.kind or board_kind())
         if m.get("op") == "revert":
             return revert(u, m)
         install(u, m)
     except OTAError as e:
         fail(u, REFUSED if isinstance(e, Refused) else FAILED, e, version)
+
+
+def keys(u, msg):
+    """A key update (fleet/<id>/ota/keys): the release-signing keys this board trusts."""
+    if not msg:
+        return
+    from . import trust
+
+    try:
+        seq = trust.update(u, msg)
+    except OTAError as e:
+        u.log("ota:", e)
+        if u.state not in (DOWNLOADING, VERIFYING):  # a download goes on; the console says why
+            u.show(REFUSED, None, e.code, str(e))
+            u.tell()
+        return
+    if seq is not None:
+        u.log("ota: release-signing keys updated to set %d" % seq)
+        if u.parked is not None:
+            u.held, u.parked = u.parked, None  # step() offers it again
 
 
 def withdrawn(u):
@@ -176,6 +202,11 @@ def install(u, m):
             u.show(CONFIRMED, m["version"])
             u.tell()
         return
+    if running and m.get("rollback") != running:
+        from .trust import older
+
+        if older(m["version"], running):  # a signed release replayed, or an old one offered
+            raise Refused("older", m["version"], running, running)
     last = st.get("last") or {}
     if last.get("state") == "rolled_back" and last.get("sha") == m["sha256"] and not m.get("retry"):
         why = Refused("rolled", m["version"], last.get("reason"))
@@ -333,8 +364,11 @@ def revert(u, m):
     """Back to the release the last update replaced, as the operator ordered."""
     st = u.st
     p = st.get("prev") or {}
-    if m["version"] == (st.get("version") or u.running):
+    running = st.get("version") or u.running
+    if m["version"] == running:
         return
+    if m.get("rollback") != running:  # an order back names what it replaces: no replay later
+        raise Refused("older", m["version"], running, running)
     if p.get("version") != m["version"]:
         raise Refused("revert", m["version"], p.get("version"))
     gone = st.get("version")

@@ -266,13 +266,13 @@ def test_the_operator_orders_a_board_back_to_the_release_before(ota_board, relea
     b.service.offer([b.id], releases("2.0.0"))
     b.wait_for("confirmed", "2.0.0")
     sent = b.service.devices[b.id].bytes_sent
-    b.service.revert([b.id], "1.0.0")
+    b.service.revert([b.id], "1.0.0", "2.0.0")
     ota = b.wait_for("rolled_back", "2.0.0")
     assert ota["code"] == "ordered" and "the operator ordered a rollback to 1.0.0" in ota["reason"]
     b.wait_running("1.0.0")
     assert b.service.devices[b.id].bytes_sent == sent  # nothing downloaded: the old app was kept
     # a revert to a release this board never ran is refused
-    b.service.revert([b.id], "0.9.0")
+    b.service.revert([b.id], "0.9.0", "1.0.0")
     ota = b.wait_for("refused", "0.9.0")
     assert ota["code"] == "revert" and "cannot go back to 0.9.0" in ota["reason"]
     b.wait_running("1.0.0")

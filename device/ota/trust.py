@@ -1,0 +1,118 @@
+# fleetwire.ota.trust: is an offer (or a key update) signed by a key this board trusts, and may
+# its release replace the one that runs? Loaded with an offer or a key update and dropped
+# after it (fleetwire.ota.agent.drop): a board that is not being updated holds none of it.
+#
+# A signed message is JSON: {"manifest": "<the manifest's JSON text>", "key": "<key id>",
+# "sig": "<base64>"}, signed by fleetwire.host.rollout.keys: RSA, PKCS#1 v1.5 with SHA-256 and
+# e = 65537, over the manifest's text as it came (what is parsed is what was signed).
+# MicroPython has no public-key primitive; checking this is one pow() of its big integers,
+# s ** 65537 mod n, compared with the padded SHA-256 the signer must have signed (RFC 8017
+# 8.2.2: the expected block is built and compared, never parsed).
+#
+# The keys the board trusts are in ota/keys.json: {"seq": n, "keys": {id: modulus, base64}},
+# written by `fleetwire deploy --release-keys` and replaced only by a key update (op "keys")
+# with a higher seq, signed by one of them. A board that holds no key takes the first key
+# update signed by a key of its own set (trust on first use: such a board ran whatever the
+# broker offered before).
+from .ops import Refused
+
+# DigestInfo's DER head for SHA-256 (RFC 8017 9.2, note 1): the digest follows it
+_HEAD = b"010\r\x06\t`\x86H\x01e\x03\x04\x02\x01\x05\x00\x04 "
+
+
+def parse(msg):
+    """A message as it came -> (its envelope, the manifest it carries): parsed, not trusted
+    yet. A bare manifest (unsigned) is both."""
+    import json
+
+    try:
+        e = json.loads(msg)
+        t = e.get("manifest") if isinstance(e, dict) else None
+        return e, json.loads(t) if isinstance(t, str) else e
+    except ValueError:
+        raise Refused("manifest", "not JSON")
+
+
+def check(keys, e, what):
+    """Refused unless envelope `e` is signed by one of `keys` (a key set); `what` names the
+    message in the reason."""
+    t = e.get("manifest") if isinstance(e, dict) else None
+    if not isinstance(t, str) or "sig" not in e:
+        raise Refused("unsigned", what)
+    have = (keys or {}).get("keys") or {}
+    if not have:
+        raise Refused("nokeys", what)
+    k = e.get("key")
+    n = have.get(k) if isinstance(k, str) else None
+    if n is None:
+        raise Refused("key", what, k, ", ".join(sorted(have)))
+    if not good(n, e.get("sig"), t):
+        raise Refused("signature", what, k)
+
+
+def good(n, sig, text):
+    """Is `sig` (base64) the signature of `text` by the key of modulus `n` (base64)?"""
+    import binascii
+    import hashlib
+
+    try:
+        n = binascii.a2b_base64(n)
+        s = binascii.a2b_base64(sig)
+    except (ValueError, TypeError):
+        return False
+    k = len(n)
+    if len(s) != k or k < 256:
+        return False
+    em = bytearray(k)  # 00 01 FF..FF 00 DigestInfo SHA-256
+    em[1] = 1
+    for i in range(2, k - 52):
+        em[i] = 255
+    em[k - 51 : k - 32] = _HEAD
+    em[k - 32 :] = hashlib.sha256(text.encode()).digest()
+    n = int.from_bytes(n, "big")
+    s = int.from_bytes(s, "big")
+    return s < n and pow(s, 65537, n) == int.from_bytes(em, "big")
+
+
+def older(a, b):
+    """Is release version `a` older than `b`? Their dotted numbers in order (1.10.0 is newer
+    than 1.9.2), then a pre-release (2.0.0-rc1) before its release; a word (dev) is older than
+    any number."""
+    return _order(a) < _order(b)
+
+
+def _order(v):
+    c = v.split("+")[0].split("-", 1)
+    return [int(x) if x.isdigit() else -1 for x in c[0].split(".")], len(c) == 1, c[-1]
+
+
+def update(u, msg):
+    """A key update: the board's key set replaced by a newer one that a key it trusts signed
+    -> the new seq, or None for the set it holds (the retained update, again at each connect).
+    Refused otherwise: the board keeps its keys."""
+    import binascii
+
+    have = u.states.load("keys") or {}
+    e, m = parse(msg)
+    if not isinstance(m, dict) or m.get("op") != "keys":
+        raise Refused("manifest", "a key update is {op: keys, seq, keys}")
+    seq = m.get("seq")
+    if not isinstance(seq, int) or not isinstance(m.get("keys"), dict):
+        raise Refused("manifest", "a key update is {op: keys, seq, keys}")
+    what = "key update %d" % seq
+    mine = have.get("seq", 0)
+    if seq == mine and have.get("keys"):
+        return None
+    if seq < mine:
+        raise Refused("replay", what, mine)
+    try:
+        for n in m["keys"].values():
+            if not 256 <= len(binascii.a2b_base64(n)) <= 512:
+                raise ValueError
+    except (ValueError, TypeError):
+        raise Refused("manifest", "each key of a key update is an RSA modulus of 2048 to 4096 bits")
+    if not m["keys"]:
+        raise Refused("manifest", "a key update leaves the board at least one key")
+    check(have if have.get("keys") else m, e, what)
+    u.states.save("keys", {"seq": seq, "keys": m["keys"]})
+    return seq
