@@ -1,0 +1,57 @@
+# The device side of bench/trust.py, on the MicroPython unix port (fleetwire from .mpy):
+#   micropython trust_device.py CASES REPEAT
+# CASES: a JSON file, [[bits, key set, signed offer], ...]. For each case, what the check of a
+# signed offer costs, as the updater runs it (fleetwire.ota.ops loaded, then
+# fleetwire.ota.trust for the check, then both dropped): one JSON line
+#   RESULT {"bits", "module": bytes held by fleetwire.ota.trust loaded, "alloc": bytes allocated
+#   by one check (no collection meanwhile: the most it can need), "us": the median time of a
+#   check (REPEAT of them), "ok", "after": bytes still held once the modules are dropped}
+import gc
+import json
+import sys
+import time
+
+import fleetwire.ota.agent as agent
+
+CASES = json.load(open(sys.argv[1]))
+REPEAT = int(sys.argv[2])
+
+
+def used():
+    gc.collect()
+    return gc.mem_alloc()
+
+
+def one(bits, keys, msg):
+    r = {"bits": bits}
+    base = used()
+    ops = agent.ops()
+    with_ops = used()
+    from fleetwire.ota import trust
+
+    r["module"] = used() - with_ops
+    e, m = trust.parse(msg)
+    times = []
+    for _ in range(REPEAT):
+        gc.collect()
+        gc.disable()
+        a = gc.mem_alloc()
+        t = time.ticks_us()
+        try:
+            trust.check(keys, e, "release %s" % m["version"])
+            r["ok"] = True
+        except ops.OTAError as x:
+            r["ok"] = str(x)
+        times.append(time.ticks_diff(time.ticks_us(), t))
+        r["alloc"] = gc.mem_alloc() - a
+        gc.enable()
+    times.sort()
+    r["us"] = times[len(times) // 2]
+    e = m = ops = trust = None
+    agent.drop()
+    r["after"] = used() - base
+    return r
+
+
+for bits, keys, msg in CASES:
+    print("RESULT", json.dumps(one(bits, keys, msg.encode())))
