@@ -14,6 +14,7 @@ import pytest
 from fleetwire.host.identity import pki
 from fleetwire.host.brokers.mosquitto import find_mosquitto, free_port
 from fleetwire.host.rig.vboard import VirtualBoard, wait_for_prompt
+from fleetwire.host.testing.hil import wait
 
 
 def cli(*args, timeout=120):
@@ -33,6 +34,17 @@ def key_forms(key):
     p = key.private_numbers()
     secrets = [p.private_value] if hasattr(p, "private_value") else [p.d, p.p, p.q]
     return body + [der.hex(), base64.b64encode(der).decode()] + [f % n for n in secrets for f in ("%x", "%d")]
+
+
+def board_keys_seq(vb):
+    """The number of the release-key set a virtual board holds (ota/keys.json)."""
+    import json
+
+    try:
+        with open(os.path.join(vb.fs, "ota", "keys.json")) as f:
+            return json.load(f)["seq"]
+    except (OSError, ValueError):
+        return None
 
 
 def console_until(port, pattern, timeout=90):  # a deadline (a loaded machine took 30 s)
@@ -62,11 +74,9 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
     # the release-signing keys: apart from the CA's, each in a file of mode 600
     rel_dir = tmp_path / "release"
     out = run("release", "init", "--dir", rel_dir)
-    first = out.split()[1]
-    assert (
-        "made in %s" % rel_dir in out and oct(os.stat(rel_dir / (first + ".key")).st_mode & 0o777) == "0o600"
-    )
-    assert not os.path.exists(ca_dir / (first + ".key"))
+    k1 = out.split()[2]  # "release-signing key ID made in DIR"
+    assert "made in %s" % rel_dir in out and oct(os.stat(rel_dir / (k1 + ".key")).st_mode & 0o777) == "0o600"
+    assert not os.path.exists(ca_dir / (k1 + ".key"))
     port = free_port()
     user = ["--user", "root"] if os.geteuid() == 0 else []  # as root mosquitto would drop to another user
     run(
@@ -101,12 +111,12 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
             "deploy", "--port", vb.port, "--config", cfg, "--mpy", "--ca", ca_dir, "--release-keys", rel_dir
         )
         assert "identity: issued keyless-1's certificate" in out
-        assert "release keys: the board trusts key set 1 (%s)" % first in out
+        assert "release keys: the board trusts key set 1 (%s)" % k1 in out
         said.append(console_until(vb.port, "main: connected"))
         board_keys = [pki.load_private_key(os.path.join(vb.fs, "tls", "key.der"))]
         # a rotation of the release key, published to the board over the broker as the operator
         out = run("release", "rotate", "--dir", rel_dir)
-        second = out.split()[1]
+        k2 = out.split()[1]
         login = [
             "--tls-ca",
             creds / "ca.pem",
@@ -126,16 +136,16 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
             "keyless-1",
             *login,
         )
-        assert "key set 2 (%s) published to 1 devices" % ", ".join(sorted([first, second])) in out
-        said.append(console_until(vb.port, "ota: release-signing keys updated to set 2"))
+        assert "key set 2 (%s) published to 1 devices" % ", ".join(sorted([k1, k2])) in out
+        assert wait(lambda: board_keys_seq(vb) == 2, 60)  # the board took it
         run("release", "retire", "--dir", rel_dir)
         out = run("release", "list", "--dir", rel_dir)
-        assert "%s  signs" % second in out and "%s  retired" % first in out
+        assert "%s  signs" % k2 in out and "%s  retired" % k1 in out
         out = run(
             "deploy", "--port", vb.port, "--config", cfg, "--mpy", "--ca", ca_dir, "--release-keys", rel_dir
         )
         assert "identity: kept keyless-1's certificate" in out
-        assert "release keys: the board trusts key set 3 (%s)" % second in out
+        assert "release keys: the board trusts key set 3 (%s)" % k2 in out
         run(
             "deploy",
             "--port",
@@ -194,8 +204,8 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
         "the broker's": pki.load_private_key(str(brk / "server.key")),
         "the board's first": board_keys[0],
         "the board's second": board_keys[1],
-        "the first release-signing": pki.load_private_key(str(rel_dir / (first + ".key"))),
-        "the second release-signing": pki.load_private_key(str(rel_dir / (second + ".key"))),
+        "the first release-signing": pki.load_private_key(str(rel_dir / (k1 + ".key"))),
+        "the second release-signing": pki.load_private_key(str(rel_dir / (k2 + ".key"))),
     }
     text = "\n".join(said)
     for whose, key in keys.items():
