@@ -5,11 +5,15 @@ unix port: fleetwire from .mpy, the check run as the updater runs it for an offe
     .venv/bin/python bench/trust.py [--micropython32 BINARY] [--repeat 9]
 
 For each port and key size (2048, 3072, 4096 bits):
-- module: the heap fleetwire.ota.trust holds while it is loaded (for the check; it is dropped
-  with fleetwire.ota.ops after the offer);
-- allocated: bytes one check allocates, no collection meanwhile (the most it needs at once);
-- time: the median of --repeat checks, in ms;
-- after: what stays in use once the check is done and the modules dropped (0: nothing).
+- trust loaded: the heap fleetwire.ota.trust holds while it is loaded (for the check; it is
+  dropped with fleetwire.ota.ops after the offer);
+- with ops, the offer parsed: what the updater holds more than when idle, just before the check
+  (fleetwire.ota.ops and trust loaded, the signed offer parsed);
+- a check allocates: bytes one check allocates, no collection meanwhile (the most it needs on
+  top of the previous figure);
+- time: the median (and the least) of --repeat checks, in ms;
+- after: what stays in use once the check is done and the modules dropped: the names their
+  first load interned (the interpreter's table keeps them), nothing else.
 And the .mpy size of each module of fleetwire.ota. BINARY: a 32-bit unix port (object sizes
 and big-integer digits as on an ESP32: 16-bit digits on a 32-bit port), e.g.
 BUILD/plain32/build/micropython as bench/heap.py --build-dir BUILD leaves it.
@@ -78,18 +82,28 @@ def main():
         print("bench/trust.py, -X heapsize=%s, fleetwire from .mpy, median of %d" % (a.heap, a.repeat))
         print()
         names = [n for n, _ in ports]
-        print("| RSA key | %s |" % " | ".join("module, allocated, time, after (%s)" % n for n in names))
-        print("| --- |%s" % " --- |" * len(names))
+        print(
+            "| RSA key | port | trust loaded | with ops, the offer parsed | a check allocates "
+            "| time: median (least) | after |"
+        )
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
         for i, bits in enumerate(BITS):
-            cells = []
             for n in names:
                 r = rows[n][i]
                 assert r["ok"] is True, r
-                cells.append(
-                    "%s B, %s B, %.1f ms, %s B"
-                    % (fmt(r["module"]), fmt(r["alloc"]), r["us"] / 1000, r["after"])
+                print(
+                    "| %d | %s | %s | %s | %s | %.1f ms (%.1f) | %s |"
+                    % (
+                        bits,
+                        n,
+                        fmt(r["module"]),
+                        fmt(r["held"]),
+                        fmt(r["alloc"]),
+                        r["us"] / 1000,
+                        r["min_us"] / 1000,
+                        fmt(r["after"]),
+                    )
                 )
-            print("| %d | %s |" % (bits, " | ".join(cells)))
         print()
         d = os.path.join(lib, "fleetwire", "ota")
         sizes = {n: os.path.getsize(os.path.join(d, n)) for n in sorted(os.listdir(d)) if n.endswith(".mpy")}
