@@ -332,15 +332,22 @@ def enable(client, device_id, vitals=None, callback=None, cfg=None, boot_ms=None
 
         kw["restart"] = restart
     u = Updater(device_id, send, vitals, boot_ms=boot_ms, **kw)
-    part = []  # an update message longer than max_packet (a signed offer, a key update) in pieces
+    # an update message longer than max_packet (a signed offer, a key update) comes in pieces:
+    # [bytes still to come, pieces so far]
+    part = []
 
     def on_msg(topic, msg):
         if (part or client.rest) and topic.startswith(u._prefix):
+            if part and part[0] != len(msg) + client.rest:
+                del part[:]  # not the rest of the one begun (the connection was cut): anew
+            if not part:
+                part.append(0)
+            part[0] = client.rest
             part.append(bytes(msg))
             if client.rest:
                 return
-            msg = b"".join(part)
-            part.clear()
+            msg = b"".join(part[1:])
+            del part[:]
         if not u.handle(topic, msg) and callback is not None:
             callback(topic, msg)
 

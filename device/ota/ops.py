@@ -142,12 +142,19 @@ def offered(u, msg):
             return withdrawn(u)
         from . import trust  # dropped with this module (agent.drop)
 
+        u.parked = None  # the offer topic holds one offer: this one replaces what was kept
         e, m = trust.parse(msg)
-        if isinstance(m, dict) and isinstance(m.get("version"), str):
-            version = m["version"]
+        op = None
+        if isinstance(m, dict):
+            op = m.get("op")
+            if isinstance(m.get("version"), str):
+                version = m["version"]
         try:
-            what = ("the order back to %s" if m.get("op") == "revert" else "release %s") % version
-            trust.check(u.states.load("keys"), e, what)
+            trust.check(
+                u.states.load("keys"),
+                e,
+                ("the order back to %s" if op == "revert" else "release %s") % version,
+            )
         except Refused as x:
             if x.code in ("key", "nokeys"):
                 u.parked = msg  # taken again once a key update brings its key
@@ -170,7 +177,7 @@ def keys(u, msg):
         seq = trust.update(u, msg)
     except OTAError as e:
         u.log("ota:", e)
-        if u.state not in (DOWNLOADING, VERIFYING):  # a download goes on; the console says why
+        if u.state not in (DOWNLOADING, VERIFYING, APPLIED):  # those go on; the console says why
             u.show(REFUSED, None, e.code, str(e))
             u.tell()
         return
