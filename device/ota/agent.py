@@ -333,21 +333,20 @@ def enable(client, device_id, vitals=None, callback=None, cfg=None, boot_ms=None
         kw["restart"] = restart
     u = Updater(device_id, send, vitals, boot_ms=boot_ms, **kw)
     # an update message longer than max_packet (a signed offer, a key update) comes in pieces:
-    # [bytes still to come, pieces so far]
-    part = []
+    # [bytes still to come, the pieces so far]
+    part = [0]
 
     def on_msg(topic, msg):
-        if (part or client.rest) and topic.startswith(u._prefix):
-            if part and part[0] != len(msg) + client.rest:
-                del part[:]  # not the rest of the one begun (the connection was cut): anew
-            if not part:
-                part.append(0)
-            part[0] = client.rest
+        r = client.rest
+        if (r or part[0]) and topic.startswith(u._prefix):
+            if part[0] != len(msg) + r:
+                del part[1:]  # the first piece (or the one begun was cut off with its connection)
+            part[0] = r
             part.append(bytes(msg))
-            if client.rest:
+            if r:
                 return
             msg = b"".join(part[1:])
-            del part[:]
+            del part[1:]
         if not u.handle(topic, msg) and callback is not None:
             callback(topic, msg)
 

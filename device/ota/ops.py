@@ -142,49 +142,20 @@ def offered(u, msg):
             return withdrawn(u)
         from . import trust  # dropped with this module (agent.drop)
 
-        u.parked = None  # the offer topic holds one offer: this one replaces what was kept
-        e, m = trust.parse(msg)
-        op = None
-        if isinstance(m, dict):
-            op = m.get("op")
-            if isinstance(m.get("version"), str):
-                version = m["version"]
-        try:
-            trust.check(
-                u.states.load("keys"),
-                e,
-                ("the order back to %s" if op == "revert" else "release %s") % version,
-            )
-        except Refused as x:
-            if x.code in ("key", "nokeys"):
-                u.parked = msg  # taken again once a key update brings its key
-            raise
+        m = trust.opened(u, msg)
+        version = m.get("version") if isinstance(m, dict) else None
         m = check(m, u.kind or board_kind())
         if m.get("op") == "revert":
             return revert(u, m)
         install(u, m)
     except OTAError as e:
-        fail(u, REFUSED if isinstance(e, Refused) else FAILED, e, version)
+        fail(u, REFUSED if isinstance(e, Refused) else FAILED, e, version or getattr(e, "version", None))
 
 
 def keys(u, msg):
-    """A key update (fleet/<id>/ota/keys): the release-signing keys this board trusts."""
-    if not msg:
-        return
-    from . import trust
+    from .trust import update
 
-    try:
-        seq = trust.update(u, msg)
-    except OTAError as e:
-        u.log("ota:", e)
-        if u.state not in (DOWNLOADING, VERIFYING, APPLIED):  # those go on; the console says why
-            u.show(REFUSED, None, e.code, str(e))
-            u.tell()
-        return
-    if seq is not None:
-        u.log("ota: release-signing keys updated to set %d" % seq)
-        if u.parked is not None:
-            u.held, u.parked = u.parked, None  # step() offers it again
+    update(u, msg)
 
 
 def withdrawn(u):

@@ -20,6 +20,28 @@ from .ops import Refused
 _HEAD = b"010\r\x06\t`\x86H\x01e\x03\x04\x02\x01\x05\x00\x04 "
 
 
+def opened(u, msg):
+    """An offer as it came -> the manifest it carries, signed by a key this board holds;
+    Refused otherwise (its `version`: the one the offer claims). An offer signed by a key the
+    board does not hold yet is kept (u.parked) and taken again after a key update."""
+    u.parked = None  # the offer topic holds one offer: this one replaces what was kept
+    e, m = parse(msg)
+    d = m if isinstance(m, dict) else {}
+    v = d.get("version")
+    try:
+        check(
+            u.states.load("keys"),
+            e,
+            ("the order back to %s" if d.get("op") == "revert" else "release %s") % v,
+        )
+    except Refused as x:
+        if x.code in ("key", "nokeys"):
+            u.parked = msg
+        x.version = v if isinstance(v, str) else None
+        raise
+    return m
+
+
 def parse(msg):
     """A message as it came -> (its envelope, the manifest it carries): parsed, not trusted
     yet. A bare manifest (unsigned) is both."""
@@ -87,9 +109,29 @@ def _order(v):
 
 
 def update(u, msg):
-    """A key update: the board's key set replaced by a newer one that a key it trusts signed
-    -> the new seq, or None for the set it holds (the retained update, again at each connect).
-    Refused otherwise: the board keeps its keys."""
+    """A key update (fleet/<id>/ota/keys): the board's key set replaced by a newer one that a
+    key it trusts signed. The set it holds again (the retained update, at each connect) is
+    passed over; a refusal is logged and shown in vitals unless an update is under way; the
+    board keeps its keys."""
+    if not msg:
+        return
+    from .agent import DOWNLOADING, VERIFYING, APPLIED, REFUSED
+
+    try:
+        seq = _update(u, msg)
+    except Refused as e:
+        u.log("ota:", e)
+        if u.state not in (DOWNLOADING, VERIFYING, APPLIED):
+            u.show(REFUSED, None, e.code, str(e))
+            u.tell()
+        return
+    if seq is not None:
+        u.log("ota: release-signing keys updated to set %d" % seq)
+        if u.parked is not None:
+            u.held, u.parked = u.parked, None  # step() offers it again
+
+
+def _update(u, msg):
     import binascii
 
     have = u.states.load("keys") or {}
