@@ -183,7 +183,7 @@ def install(u, m):
     if running and m.get("rollback") != running:
         from .trust import older
 
-        if older(m["version"], running):  # a signed release replayed, or an old one offered
+        if older(m["version"], str(running)):  # a signed release replayed, or an old one offered
             raise Refused("older", m["version"], running, running)
     last = st.get("last") or {}
     if last.get("state") == "rolled_back" and last.get("sha") == m["sha256"] and not m.get("retry"):

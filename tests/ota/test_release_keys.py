@@ -108,3 +108,17 @@ def test_commands_that_sign_or_trust_need_the_keys_and_say_where_they_looked(tmp
         r.returncode == 2
         and "--updates: no release-signing keys in %s" % (tmp_path / ".fleetwire" / "release") in r.stderr
     ), r.stderr
+
+
+def test_a_rollout_offered_unsigned_asks_for_no_keys_and_goes_on_to_the_broker(tmp_path):
+    # for boards running a fleetwire from before signed releases
+    from fleetwire.host.rollout.release import Release, pack
+
+    rel = tmp_path / "r.fwb"
+    rel.write_bytes(Release.from_bytes(pack({"app.py": b"x = 1\n", ".fwversion": b"1.5.0"})).data)
+    home = {"HOME": str(tmp_path), "FLEETWIRE_RELEASE": ""}
+    args = ["rollout", "--broker", "127.0.0.1:1", "--release", rel, "--device", "a", "--no-gate"]
+    r = cli(*args, env=home)
+    assert r.returncode == 2 and "no release-signing keys in" in r.stderr, r.stderr
+    r = cli(*args, "--unsigned", env=home)
+    assert r.returncode == 1 and "broker 127.0.0.1:1" in r.stderr, r.stderr  # past the keys
