@@ -41,7 +41,7 @@ from fleetwire.host.rig import build, micropython  # noqa: E402
 from fleetwire.host.brokers.mosquitto import Mosquitto  # noqa: E402
 from fleetwire.host.rollout.service import UpdateService  # noqa: E402
 from fleetwire.host.rollout.release import Release, pack  # noqa: E402
-from fleetwire.host.rollout.keys import ReleaseKeys  # noqa: E402
+from fleetwire.host.identity.signing import ReleaseKeys  # noqa: E402
 
 DEVICE = os.path.join(HERE, "ota_heap_device.py")
 CHUNKS = (256, 512, 1024, 2048)

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from fleetwire.host.rig import build, micropython  # noqa: E402
-from fleetwire.host.rollout.keys import ReleaseKeys  # noqa: E402
+from fleetwire.host.identity.signing import ReleaseKeys  # noqa: E402
 from fleetwire.host.rollout.release import Release, pack  # noqa: E402
 
 DEVICE = os.path.join(HERE, "trust_device.py")

@@ -119,7 +119,7 @@ def run(args):
         from fleetwire.host.identity.pki import FleetCA
 
         ca = FleetCA.create(os.path.join(pki_dir, "ca"), "fleetwire demo CA")
-        from fleetwire.host.rollout.keys import ReleaseKeys
+        from fleetwire.host.identity.signing import ReleaseKeys
 
         keys = ReleaseKeys.create(os.path.join(pki_dir, "release"))  # releases are signed with it
         broker = Mosquitto(max_queued=1000000, identity=ca).start()
@@ -280,7 +280,7 @@ def forged(sim, broker, ca, cert, key, ids, hour):
     """Someone with the operator's broker login, but not the release-signing key, offers every
     device a release signed by a key of their own -> the line that says what the devices did
     (those gone silent in the story cannot answer)."""
-    from fleetwire.host.rollout.keys import Signer, new_key
+    from fleetwire.host.identity.signing import Signer, new_key
     from fleetwire.host.rollout.release import Release, pack
     from fleetwire.host.rollout.service import UpdateService
 

@@ -65,7 +65,7 @@ def _fail(msg):
 
 
 def run(args):
-    from fleetwire.host.rollout import keys as rk
+    from fleetwire.host.identity import signing as rk
 
     if not args.action:
         return _fail("an action: init, rotate, retire, list or publish (fleetwire release --help)")

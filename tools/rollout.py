@@ -150,7 +150,7 @@ def run(args):
         return _fail(str(e))
     signer = None
     if not args.unsigned:
-        from fleetwire.host.rollout.keys import ReleaseKeys, SigningError, default_dir
+        from fleetwire.host.identity.signing import ReleaseKeys, SigningError, default_dir
 
         try:
             signer = ReleaseKeys(args.release_keys or default_dir()).signer()

@@ -126,7 +126,7 @@ def run(args):
             return 2
     keys = None
     if args.updates:
-        from fleetwire.host.rollout.keys import ReleaseKeys, SigningError, default_dir
+        from fleetwire.host.identity.signing import ReleaseKeys, SigningError, default_dir
 
         try:
             keys = ReleaseKeys(args.release_keys or default_dir()).key_set()

@@ -3,7 +3,7 @@
 # after it (fleetwire.ota.agent.drop): a board that is not being updated holds none of it.
 #
 # A signed message is JSON: {"manifest": "<the manifest's JSON text>", "key": "<key id>",
-# "sig": "<base64>"}, signed by fleetwire.host.rollout.keys: RSA, PKCS#1 v1.5 with SHA-256 and
+# "sig": "<base64>"}, signed by fleetwire.host.identity.signing: RSA, PKCS#1 v1.5 with SHA-256 and
 # e = 65537, over the manifest's text as it came (what is parsed is what was signed).
 # MicroPython has no public-key primitive; checking this is one pow() of its big integers,
 # s ** 65537 mod n, compared with the padded SHA-256 the signer must have signed (RFC 8017

@@ -19,7 +19,7 @@ real time make four simulated hours.
 Updates (ota=True): every device takes releases over MQTT as a board does, with fleetwire.ota
 itself (the signature, the offer, the chunks pulled in windows, the SHA-256, the trial and the
 rollback), its "flash" in RAM; release_keys is the key set each was deployed with
-(fleetwire.host.rollout.keys.ReleaseKeys.key_set()): without it a device refuses every
+(fleetwire.host.identity.signing.ReleaseKeys.key_set()): without it a device refuses every
 release. What a release does to a device is the simulation's: each version has a crash rate
 and a share of boots that crash at once (`profiles`; make one bad with
 bad=["1.5.0"]), so a staged rollout (fleetwire.host.rollout.staged) sees a bad release crash more,

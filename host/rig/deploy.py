@@ -60,7 +60,7 @@ KEYS = "ota/keys.json"  # the release-signing keys the board trusts (fleetwire.o
 
 
 def _release_keys(config, directory):
-    """The release keys to give the board (fleetwire.host.rollout.keys.ReleaseKeys), or None."""
+    """The release keys to give the board (fleetwire.host.identity.signing.ReleaseKeys), or None."""
     if not directory:
         if config is not None and config.get("ota"):
             raise DeployError(
@@ -68,7 +68,7 @@ def _release_keys(config, directory):
                 "fleet's release-signing keys with --release-keys DIR (fleetwire release init makes them)"
             )
         return None
-    from fleetwire.host.rollout.keys import ReleaseKeys, SigningError
+    from fleetwire.host.identity.signing import ReleaseKeys, SigningError
 
     try:
         return ReleaseKeys(directory)

@@ -12,7 +12,7 @@ Two kinds:
 
 The manifest the board is offered: {"v": 1, "op": "install", "version", "kind", "size",
 "sha256", "chunk", "board"}, and "rollback" (the version it replaces) for an older release
-offered on purpose. It goes signed by a release-signing key (fleetwire.host.rollout.keys:
+offered on purpose. It goes signed by a release-signing key (fleetwire.host.identity.signing:
 the update service signs it), so the image's hash and length, the version and the board
 kind it is for are the operator's word. The board asks for chunks by the first 8 bytes of the
 SHA-256 (the release's tag)."""

@@ -7,7 +7,7 @@ as the operator, who reads fleet/# and alone publishes fleet/+/ota/#):
                          empty retained message withdraws it; {"op": "revert", "version",
                          "rollback"} orders a board back to the release before
   fleet/<id>/ota/keys    a key update, signed, retained: the release-signing keys boards trust
-                         (fleetwire.host.rollout.keys)
+                         (fleetwire.host.identity.signing)
   fleet/<id>/ota_get     a board's request: tag (8 bytes, the SHA-256's first), offset (u32),
                          chunk length (u16), count (u16), big-endian
   fleet/<id>/ota/chunk   the answer, QoS 1: tag + offset (u32) + up to `chunk` bytes; an answer
@@ -55,7 +55,7 @@ class UpdateService(Subscriber):
     add(release, data=None) serves a release (`data`: the bytes served, by default the
     release's own: a test serves something else); offer(ids, release), withdraw(ids),
     revert(ids, version, replaces), publish_keys(ids, update); devices[id] (Device) says what
-    each board reported. `signer` (fleetwire.host.rollout.keys.Signer) signs offers and orders
+    each board reported. `signer` (fleetwire.host.identity.signing.Signer) signs offers and orders
     back; without one they go unsigned, and a board refuses them. `before_serve`
     (a test's hook) is called with (device_id, offset, count) before a request is answered and
     may return False to leave it unanswered."""

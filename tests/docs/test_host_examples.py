@@ -111,7 +111,7 @@ def test_the_rollout_example_makes_the_release_key_and_bundles_the_app(tmp_path)
         )
         assert r.returncode == 0, r.stderr
         assert "PRIVATE KEY" not in r.stdout + r.stderr
-    from fleetwire.host.rollout.keys import ReleaseKeys
+    from fleetwire.host.identity.signing import ReleaseKeys
     from fleetwire.host.rollout.release import Release, unpack
 
     keys = ReleaseKeys(str(tmp_path / ".fleetwire" / "release"))  # where --release-keys points
@@ -129,7 +129,7 @@ def test_the_key_rotation_example_sends_each_board_the_new_set_then_the_old_key_
 ):
     import json
 
-    from fleetwire.host.rollout.keys import ReleaseKeys, opened
+    from fleetwire.host.identity.signing import ReleaseKeys, opened
 
     home = {"HOME": str(tmp_path)}
     # the key made as the rollout example makes it (its first line)

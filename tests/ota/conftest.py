@@ -45,7 +45,7 @@ def releases():
 @pytest.fixture(scope="session")
 def release_keys(tmp_path_factory):
     """The fleet's release-signing keys (`fleetwire release init`), made once for the session."""
-    from fleetwire.host.rollout.keys import ReleaseKeys
+    from fleetwire.host.identity.signing import ReleaseKeys
 
     return ReleaseKeys.create(str(tmp_path_factory.mktemp("release-keys")))
 

@@ -304,7 +304,7 @@ def test_what_the_operator_did_not_sign_is_refused_by_the_board_and_nothing_swit
     # the update service is logged in as the operator: it may publish any offer to the board; only
     # the release-signing key makes one the board takes
 
-    from fleetwire.host.rollout.keys import Signer, new_key
+    from fleetwire.host.identity.signing import Signer, new_key
 
     b = ota_board
     b.deploy()
@@ -344,7 +344,7 @@ def test_a_key_rotation_reaches_the_board_over_the_broker_and_releases_of_the_ne
     ota_board, releases, tmp_path
 ):
     # the key update carries both keys (longer than the client's max_packet: it comes in pieces)
-    from fleetwire.host.rollout.keys import ReleaseKeys
+    from fleetwire.host.identity.signing import ReleaseKeys
 
     b = ota_board
     b.keys = keys = ReleaseKeys.create(str(tmp_path / "release"))

@@ -107,7 +107,7 @@ def test_a_cut_at_every_flash_operation_of_a_firmware_download_resumes_and_the_s
 
 
 def test_a_cut_at_every_flash_operation_of_a_key_update_leaves_one_whole_key_set(board_lib, tmp_path):
-    from fleetwire.host.rollout.keys import ReleaseKeys
+    from fleetwire.host.identity.signing import ReleaseKeys
 
     keys = ReleaseKeys.create(str(tmp_path / "release"))
     deployed = keys.board_file()

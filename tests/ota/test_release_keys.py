@@ -1,4 +1,4 @@
-"""The operator's release-signing keys (fleetwire.host.rollout.keys, `fleetwire release`): what
+"""The operator's release-signing keys (fleetwire.host.identity.signing, `fleetwire release`): what
 a key directory holds, how a rotation numbers and signs the key set, and the mistakes refused
 with a reason. What a board makes of it is test_signed_releases.py's."""
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from fleetwire.host.rollout.keys import ReleaseKeys, SigningError, opened
+from fleetwire.host.identity.signing import ReleaseKeys, SigningError, opened
 
 
 def cli(*args, env=None):

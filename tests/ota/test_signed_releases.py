@@ -1,7 +1,7 @@
 """Signed releases, on the board: fleetwire.ota on the MicroPython unix port (the board tree as
 .mpy, a small heap, its records in files under ota/) takes an offer, a key update or an order
 back only when a release-signing key it holds signed it (fleetwire.ota.trust), signed here on
-the host as `fleetwire rollout` and `fleetwire release` sign them (fleetwire.host.rollout.keys).
+the host as `fleetwire rollout` and `fleetwire release` sign them (fleetwire.host.identity.signing).
 Each step of trust_program.py says what the board made of a message: its vitals' ota member,
 whether it asked for chunks, whether it switched, which release runs, which key set it holds,
 and which fleetwire.ota modules stay loaded (the check is loaded for a message, then dropped)."""
@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from fleetwire.host.rig import micropython
-from fleetwire.host.rollout.keys import ReleaseKeys, Signer, new_key
+from fleetwire.host.identity.signing import ReleaseKeys, Signer, new_key
 from fleetwire.host.rollout.release import Release, pack
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -318,6 +318,6 @@ def test_a_key_update_signed_by_another_key_or_unsigned_is_refused_and_the_board
 
 
 def _one(signer):
-    from fleetwire.host.rollout.keys import public_b64
+    from fleetwire.host.identity.signing import public_b64
 
     return {signer.id: public_b64(signer.key.public_key())}
