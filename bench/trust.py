@@ -1,14 +1,16 @@
 """What checking a signed release costs a board (fleetwire.ota.trust: RSA, PKCS#1 v1.5 with
 SHA-256, e = 65537, in Python over MicroPython's big integers), by key size, on the MicroPython
-unix port: fleetwire from .mpy, the check run as the updater runs it for an offer.
+unix port: fleetwire from .mpy, the check run as the updater runs it for an offer (by itself:
+fleetwire.ota.ops loads after it).
 
     .venv/bin/python bench/trust.py [--micropython32 BINARY] [--repeat 9]
 
 For each port and key size (2048, 3072, 4096 bits):
 - trust loaded: the heap fleetwire.ota.trust holds while it is loaded (for the check; it is
-  dropped with fleetwire.ota.ops after the offer);
-- with ops, the offer parsed: what the updater holds more than when idle, just before the check
-  (fleetwire.ota.ops and trust loaded, the signed offer parsed);
+  dropped before fleetwire.ota.ops loads for the rest of the offer);
+- with the offer parsed: what the updater holds more than when idle, just before the check
+  (fleetwire.ota.trust loaded, the signed offer parsed; fleetwire.ota.ops loads only after
+  the check, trust dropped);
 - a check allocates: bytes one check allocates, no collection meanwhile (the most it needs on
   top of the previous figure);
 - time: the median (and the least) of --repeat checks, in ms;
@@ -83,7 +85,7 @@ def main():
         print()
         names = [n for n, _ in ports]
         print(
-            "| RSA key | port | trust loaded | with ops, the offer parsed | a check allocates "
+            "| RSA key | port | trust loaded | with the offer parsed | a check allocates "
             "| time: median (least) | after |"
         )
         print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")

@@ -63,7 +63,7 @@ def drop():
     import sys
 
     pkg = __name__.rsplit(".", 1)[0]
-    # trust: the signature check, loaded by ops for an offer; reasons: a refusal's texts
+    # trust: the signature check, for an offer or a key update; reasons: a refusal's texts
     for n in ("ops", "trust", "reasons"):
         sys.modules.pop(pkg + "." + n, None)
         try:  # the package holds its submodules too
@@ -77,8 +77,8 @@ class Updater:
     restart=None, report=None, targets=None, boot_ms=None, running=None, states=None).
 
     send(topic, payload) publishes (QoS 0); handle(topic, msg) takes the messages of
-    fleet/<id>/ota/# (-> True, or False for another topic); step() from the main loop (timers,
-    verifying, applying, confirming). restart() is called once an update is switched (default:
+    fleet/<id>/ota/# (-> True, or False for another topic); step() from the main loop (an
+    offer, timers, verifying, applying, confirming). restart() is called once an update is switched (default:
     fleetwire.board.reset()). `vitals` (a fleetwire.vitals.Vitals) carries the state in its
     records (report(), default vitals.publish(), sends one when the state changes) and says
     when the first one of this boot is acknowledged. `running`: the version the deployed app
@@ -137,7 +137,7 @@ class Updater:
         self._retry = RETRY_MS
         self.verify_due = False
         self.restart_due = False
-        self.held = None  # an offer held while a release is on trial
+        self.held = None  # the offer step() takes next (after a release on trial)
         self.parked = None  # an offer signed by a key not held yet: held once a key update brings it
         self.log = print  # what it tells the console (a simulator silences it)
         if states is None:
@@ -200,13 +200,13 @@ class Updater:
         if topic == self.t_chunk:
             self._chunk(msg)
         elif topic == self.t_offer:
-            if self.st.get("trial"):
-                self.held = msg  # one release on trial at a time: this one after it
-            else:
-                ops().offered(self, msg)
-                drop()
+            # taken by step(): outside the client's callback, whose buffers the check's big
+            # numbers would find in the heap, and after a release on trial
+            self.held = msg
         elif topic.endswith(b"/keys"):
-            ops().keys(self, msg)
+            from . import trust
+
+            trust.update(self, msg)
             drop()
         return True
 
@@ -290,7 +290,13 @@ class Updater:
             return
         if self.held is not None:
             msg, self.held = self.held, None
-            self.handle(self.t_offer, msg)
+            if msg:  # its signature first (fleetwire.ota.trust, dropped), then the rest of an offer
+                from . import trust
+
+                msg = trust.opened(self, msg)
+                drop()
+            ops().offered(self, msg)
+            drop()
         if self.state == DOWNLOADING and self.tag is not None:
             if ticks_diff(ticks_ms(), self._last_rx) > self._retry:
                 self._retry = min(self._retry * 2, 60000)

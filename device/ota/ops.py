@@ -1,8 +1,8 @@
 # The rare steps of fleetwire.ota, loaded when one happens and dropped after (the updater
 # keeps only its chunk path resident): taking an offer, checking and switching a finished
 # download, confirming a release on trial, going back as ordered, and the refusals. An offer
-# is taken only signed by a key the board trusts, and not older than what runs unless it is a
-# signed rollback naming that (fleetwire.ota.trust, loaded beside this for the moment).
+# comes here checked by fleetwire.ota.trust (signed by a key the board trusts, not older than
+# what runs unless it is a signed rollback naming that), which is dropped before this loads.
 from .agent import DOWNLOADING, VERIFYING, APPLIED, CONFIRMED, ROLLED_BACK, REFUSED, FAILED, CANCELLED, HDR
 
 
@@ -135,27 +135,25 @@ def fail(u, state, e, version=None):
     u.tell()
 
 
-def offered(u, msg):
+def offered(u, r):
+    """An offer: empty (withdrawn), or what fleetwire.ota.trust.opened made of it (from
+    Updater.step): (the manifest, None) signed and new enough, or (the version it claims, the
+    refusal)."""
     version = None
     try:
-        if not msg:
+        if not r:
             return withdrawn(u)
-        from . import trust  # dropped with this module (agent.drop)
-
-        m = trust.opened(u, msg)
+        m, why = r
+        if why:
+            version = m
+            raise Refused(*why)
         version = m.get("version") if isinstance(m, dict) else None
         m = check(m, u.kind or board_kind())
         if m.get("op") == "revert":
             return revert(u, m)
         install(u, m)
     except OTAError as e:
-        fail(u, REFUSED if isinstance(e, Refused) else FAILED, e, version or getattr(e, "version", None))
-
-
-def keys(u, msg):
-    from .trust import update
-
-    update(u, msg)
+        fail(u, REFUSED if isinstance(e, Refused) else FAILED, e, version)
 
 
 def withdrawn(u):
@@ -180,11 +178,6 @@ def install(u, m):
             u.show(CONFIRMED, m["version"])
             u.tell()
         return
-    if running and m.get("rollback") != running:
-        from .trust import older
-
-        if older(m["version"], str(running)):  # a signed release replayed, or an old one offered
-            raise Refused("older", m["version"], running, running)
     last = st.get("last") or {}
     if last.get("state") == "rolled_back" and last.get("sha") == m["sha256"] and not m.get("retry"):
         why = Refused("rolled", m["version"], last.get("reason"))
@@ -342,11 +335,8 @@ def revert(u, m):
     """Back to the release the last update replaced, as the operator ordered."""
     st = u.st
     p = st.get("prev") or {}
-    running = st.get("version") or u.running
-    if m["version"] == running:
+    if m["version"] == (st.get("version") or u.running):
         return
-    if m.get("rollback") != running:  # an order back names what it replaces: no replay later
-        raise Refused("older", m["version"], running, running)
     if p.get("version") != m["version"]:
         raise Refused("revert", m["version"], p.get("version"))
     gone = st.get("version")
