@@ -22,7 +22,8 @@
 # byte 0, at the broker's pace). Requests are QoS 0: a lost one is asked again.
 #
 # The resident part is this module: the chunk path, the timers and the vitals member. An
-# offer, the check and switch of a finished download and the trial's end run in
+# offer (taken by step(): its signature checked by fleetwire.ota.trust first, then the rest),
+# the check and switch of a finished download and the trial's end run in
 # fleetwire.ota.ops, loaded for the moment and dropped again; the download itself is a
 # target's (fleetwire.ota.app: an app bundle in files; fleetwire.ota.fw: a firmware image in
 # the next OTA partition). RAM while downloading: one buffer of the chunk size and the
