@@ -79,8 +79,8 @@ class Updater:
 
     send(topic, payload) publishes (QoS 0); handle(topic, msg) takes the messages of
     fleet/<id>/ota/# (-> True, or False for another topic); step() from the main loop (an
-    offer, timers, verifying, applying, confirming). restart() is called once an update is switched (default:
-    fleetwire.board.reset()). `vitals` (a fleetwire.vitals.Vitals) carries the state in its
+    offer, timers, verifying, applying, confirming). restart() is called once an update is
+    switched (default: fleetwire.board.reset()). `vitals` (a fleetwire.vitals.Vitals) carries the state in its
     records (report(), default vitals.publish(), sends one when the state changes) and says
     when the first one of this boot is acknowledged. `running`: the version the deployed app
     calls itself (config.json's fw_version), for offers of what already runs. `states` keeps
