@@ -1,0 +1,193 @@
+# After a boot: the crash record fleetwire.crash kept in RTC memory goes to flash, and from
+# there to the broker, once. Loaded by fleetwire.runner at boot (with fleetwire.crash).
+#
+# Theory of operation (the record's layout is in crash.py).
+#   keep() at boot: a record in RTC memory whose sum checks is written to flash as
+#   <dir>/<boot>.<crash id> (to a temporary file, then renamed: a power cut leaves no file
+#   or the whole one, and a second move of the same record after a soft reset lands on the
+#   same name), then RTC memory is marked moved ("F" stays, "C" goes: the crash ids go on
+#   from it). Without one, a reset the board did not choose (power on, watchdog, panic,
+#   brownout: vitals' reset_cause) is recorded with its cause and no traceback.
+#   Sender publishes the oldest file on fleet/<device>/crash at QoS 1, and removes it when
+#   the broker acknowledged it; a reset or a lost link before that sends it again (the
+#   session's store resends the first copy too). So a record can land twice, never zero
+#   times; the collector keeps one per key (device_id, boot_id, crash_id).
+#   At most KEEP records wait on flash; past that, new ones are dropped (the first of a run
+#   of crashes is the one that explains it).
+import os
+
+from . import MQTTException, crash
+
+CAUSES = ("exception", "power_on", "watchdog", "panic", "brownout")  # the record's kind
+KEEP = 4
+
+
+def parse(b):
+    """A record's bytes -> dict, or None when there is none or its sum does not check."""
+    if len(b) < 32 or b[0] != 70 or b[1] != 67:
+        return None
+    n = b[4] | b[5] << 8
+    if n < 32 or n > len(b) or crash._sum(b, n) != (b[6] | b[7] << 8):
+        return None
+
+    def u(i, k):
+        return int.from_bytes(bytes(b[i : i + k]), "little")
+
+    r, m, t = u(26, 2), u(28, 2), u(30, 2)
+    if not 32 <= r <= m <= t <= n:
+        return None
+    text = bytes(b[r:m]).decode("utf-8", "replace")
+    typ, _, msg = text.partition(": ")
+    return {
+        "crash_id": u(2, 2),
+        "boot_id": u(8, 4),
+        "uptime_s": u(12, 4),
+        "heap_free": u(16, 4),
+        "heap_largest": u(20, 4) or None,
+        "kind": CAUSES[b[24]] if b[24] < len(CAUSES) else "unknown",
+        "fw_version": bytes(b[32:r]).decode("utf-8", "replace"),
+        "type": typ or None,
+        "message": msg if typ else None,
+        "traceback": bytes(b[m:t]).decode("utf-8", "replace") or None,
+        "log": [x for x in bytes(b[t:n]).decode("utf-8", "replace").split("\n") if x],
+    }
+
+
+def _files(d, t=False):
+    # the records waiting, oldest first (a boot's, then its crash ids); t: the ".t" files a
+    # power cut left half-written instead
+    try:
+        fs = os.listdir(d)
+    except OSError:
+        return []
+    if t:
+        return [f for f in fs if f.endswith(".t")]
+    return sorted((f for f in fs if not f.endswith(".t")), key=lambda f: [int(x) for x in f.split(".")])
+
+
+def _write(d, b):
+    # <d>/<boot>.<id>, whole or not at all
+    p = "%s/%d.%d" % (d, b[8] | b[9] << 8 | b[10] << 16 | b[11] << 24, b[2] | b[3] << 8)
+    try:
+        os.mkdir(d)
+    except OSError:
+        pass
+    for f in _files(d, True):
+        os.remove(d + "/" + f)
+    if len(_files(d)) >= KEEP:
+        try:
+            os.stat(p)
+        except OSError:
+            return None
+    with open(p + ".t", "wb") as f:
+        f.write(b)
+    os.rename(p + ".t", p)
+    return p
+
+
+def keep(cause=None, boot=0, d="crash"):
+    """At boot, once crash.install() ran: move the last record from RTC memory to flash, or
+    record a reset the board did not choose (`cause`, from vitals; boot: this boot's id)
+    -> the path written, or None."""
+    rtc = crash._k[0]
+    if rtc is not None:
+        m = rtc.memory()
+    else:
+        try:
+            with open("crash.rtc", "rb") as f:
+                m = f.read()
+        except OSError:
+            m = b""
+    if parse(m) is not None:
+        n = m[4] | m[5] << 8
+        p = _write(d, m[:n])
+        m = bytearray(m)
+        m[1] = 0  # moved: the crash id stays for the next record to go on from
+        if rtc is not None:
+            rtc.memory(m)
+        else:
+            os.remove("crash.rtc")
+        return p
+    if cause in CAUSES[1:]:
+        h = crash._h
+        b0, h[2] = h[2], boot - 1 if boot else 0  # the boot that ended
+        try:
+            n = crash.take(None, CAUSES.index(cause))
+        finally:
+            h[2] = b0
+        return _write(d, crash._b[:n])
+    return None
+
+
+def payload(d, device_id, ts=None):
+    """A parsed record as the JSON the collector lands."""
+    import json
+
+    r = dict(d)
+    r["device_id"] = device_id
+    r["ts"] = ts
+    return json.dumps(r).encode()
+
+
+class Sender:
+    """Sender(client, device_id, d="crash"): call step() from the main loop; each record on
+    flash is published once, and removed when acknowledged. .left: records still to send."""
+
+    def __init__(self, client, device_id, d="crash"):
+        self.c = client
+        self.id = device_id
+        self.d = d
+        self.pid = 0
+        self.f = None
+        self.left = len(_files(d))
+        prev = client.on_delivered
+
+        def on_delivered(pid):
+            if pid == self.pid and self.f:
+                try:
+                    os.remove(self.f)
+                except OSError:
+                    pass
+                self.pid = 0
+                self.f = None
+                self.left -= 1
+            if prev:
+                prev(pid)
+
+        client.on_delivered = self.cb = on_delivered
+        self.prev = prev
+
+    def close(self):
+        """All sent -> None: on_delivered back as it was (unless chained on since), and this
+        module dropped, so a board holds none of it once its records are out."""
+        if self.c.on_delivered is self.cb:
+            self.c.on_delivered = self.prev
+        import sys
+
+        sys.modules.pop(__name__, None)
+        p, _, n = __name__.rpartition(".")
+        if p in sys.modules and hasattr(sys.modules[p], n):
+            delattr(sys.modules[p], n)
+
+    def step(self):
+        """Publish the next record if none is in flight -> True when one went out."""
+        if self.pid or not self.left:
+            return False
+        for f in _files(self.d):
+            p = self.d + "/" + f
+            with open(p, "rb") as fh:
+                r = parse(fh.read())
+            if r is None:  # cannot happen through keep(); never send it, never keep it
+                os.remove(p)
+                self.left -= 1
+                continue
+            try:
+                self.pid = self.c.publish(
+                    "fleet/%s/crash" % self.id, payload(r, self.id), False, 1, block=False
+                )
+            except MQTTException:  # QueueFull, StoreFull: the next step tries again
+                return False
+            self.f = p
+            return True
+        self.left = 0
+        return False
