@@ -45,20 +45,25 @@ _k = [None, b""]  # the RTC (or None: a file), the release as bytes
 
 
 class _W(io.IOBase):
-    # a stream into t[i:e]; what does not fit is dropped, and nothing is allocated
-    def write(self, s):
-        t, i, e = self.t, self.i, self.e
-        n = len(s)
-        m = e - i
-        if n < m:
-            m = n
-        for k in range(m):
-            t[i + k] = s[k]
-        self.i = i + m
-        return n
+    # a stream into t[i:e], allocating nothing. Past e, what comes is dropped; or, with s a
+    # start (not -1), it wraps round to s (w: it did), so the region keeps the stream's end
+    def write(self, b):
+        t, i, e = self.t, self.i, self.e  # (four at once would build a tuple)
+        s = self.s
+        for k in range(len(b)):
+            if i >= e:
+                if s < 0:
+                    break
+                i = s
+                self.w = 1
+            t[i] = b[k]
+            i += 1
+        self.i = i
+        return len(b)
 
 
 _w = _W()
+_BUF = (bytes, bytearray, memoryview)
 
 
 def install(release="", boot=0, lines=8, width=64, size=1024):
@@ -68,7 +73,7 @@ def install(release="", boot=0, lines=8, width=64, size=1024):
     _b = bytearray(size)
     _r = bytearray(lines * width)
     _n = bytearray(lines)
-    _w.t, _w.i, _w.e = _b, 0, 0  # now: a first store of each would allocate at the crash
+    _w.t, _w.i, _w.e, _w.s, _w.w = _b, 0, 0, -1, 0  # now: a first store would allocate at the crash
     _h[1] = width
     _h[2] = boot
     _k[1] = release.encode() if isinstance(release, str) else release
@@ -95,13 +100,17 @@ def install(release="", boot=0, lines=8, width=64, size=1024):
 
 
 def log(s):
-    """One line into the ring (str, or any object print() can print), over the oldest."""
+    """One line into the ring, over the oldest: bytes as they are, else as print() prints it.
+    Allocates nothing itself (the caller's formatting may)."""
     if _r is None:  # not installed: nothing to keep it in
         return
     w = _w
     h, wd = _h[0], _h[1]
     w.t, w.i, w.e = _r, h * wd, h * wd + wd
-    print(s, end="", file=w)
+    if type(s) in _BUF:
+        w.write(s)  # its bytes, not its repr
+    else:
+        print(s, end="", file=w)
     _n[h] = w.i - h * wd
     _h[0] = (h + 1) % len(_n)
 
@@ -152,7 +161,18 @@ def take(e, kind=0):
             room += _n[k] + 1
         w.e = len(b) - room
         if w.e > w.i:
+            # the traceback's end, where it failed, matters most: a long one wraps round and
+            # is turned back in place, "..." for what was lost
+            w.s, w.w = w.i, 0
             sys.print_exception(e, w)
+            s, i, x = w.s, w.i, w.e
+            w.s = -1
+            if w.w:
+                _rev(b, s, i)
+                _rev(b, i, x)
+                _rev(b, s, x)
+                b[s] = b[s + 1] = b[s + 2] = 46  # "..."
+                w.i = x
         _u(b, 30, w.i, 2)
         w.e = len(b)
         h, wd = _h[0], _h[1]
@@ -167,6 +187,15 @@ def take(e, kind=0):
     _u(b, 4, w.i, 2)
     _u(b, 6, _sum(b, w.i), 2)
     return w.i
+
+
+def _rev(b, i, j):
+    # b[i:j] reversed in place
+    j -= 1
+    while i < j:
+        b[i], b[j] = b[j], b[i]
+        i += 1
+        j -= 1
 
 
 def _line(w, i, n):
