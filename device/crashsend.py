@@ -26,18 +26,29 @@ def parse(b):
     """A record's bytes -> dict, or None when there is none or its sum does not check."""
     if len(b) < 32 or b[0] != 70 or b[1] != 67:
         return None
-    n = b[4] | b[5] << 8
-    if n < 32 or n > len(b) or crash._sum(b, n) != (b[6] | b[7] << 8):
+    c = bytearray(b)
+    c[6] = c[7] = 0
+    if crash.sum16(c) != b[6] | b[7] << 8:
         return None
 
     def u(i, k):
         return int.from_bytes(bytes(b[i : i + k]), "little")
 
-    r, m, t = u(26, 2), u(28, 2), u(30, 2)
-    if not 32 <= r <= m <= t <= n:
+    def text(x):
+        return bytes(x).decode("utf-8", "replace")
+
+    t, r, m = u(4, 2), u(28, 2), u(30, 2)
+    n, wd, nxt = b[25], b[26], b[27]
+    ring = len(b) - n * wd
+    if not 32 <= r <= m <= t <= ring:
         return None
-    text = bytes(b[r:m]).decode("utf-8", "replace")
-    typ, _, msg = text.partition(": ")
+    log = []
+    for k in range(n if b[24] == 0 else 0):  # a reset's record: the log was not its boot's
+        j = ring + (nxt + k) % n * wd
+        line = bytes(b[j : j + wd]).split(b"\0")[0]
+        if line:
+            log.append(text(line))
+    typ, _, msg = text(b[r:m]).partition(": ")
     return {
         "crash_id": u(2, 2),
         "boot_id": u(8, 4),
@@ -45,11 +56,11 @@ def parse(b):
         "heap_free": u(16, 4),
         "heap_largest": u(20, 4) or None,
         "kind": CAUSES[b[24]] if b[24] < len(CAUSES) else "unknown",
-        "fw_version": bytes(b[32:r]).decode("utf-8", "replace"),
+        "fw_version": text(b[32:r]),
         "type": typ or None,
         "message": msg if typ else None,
-        "traceback": bytes(b[m:t]).decode("utf-8", "replace") or None,
-        "log": [x for x in bytes(b[t:n]).decode("utf-8", "replace").split("\n") if x],
+        "traceback": text(b[m:t]) or None,
+        "log": log,
     }
 
 
@@ -88,8 +99,8 @@ def _write(d, b):
 def keep(cause=None, boot=0, d="crash"):
     """At boot, once crash.install() ran: move the last record from RTC memory to flash, or
     record a reset the board did not choose (`cause`, from vitals; boot: this boot's id)
-    -> the path written, or None."""
-    rtc = crash._k[0]
+    -> the kind of the record written ("exception" or the cause), or None."""
+    rtc = crash._s[2]
     if rtc is not None:
         m = rtc.memory()
     else:
@@ -98,24 +109,27 @@ def keep(cause=None, boot=0, d="crash"):
                 m = f.read()
         except OSError:
             m = b""
+    if len(m) > 4 and m[0] == 70:  # crash ids go on from the last record's, even a moved one's
+        crash._s[1] = m[2] | m[3] << 8
     if parse(m) is not None:
-        n = m[4] | m[5] << 8
-        p = _write(d, m[:n])
+        p = _write(d, m)
         m = bytearray(m)
         m[1] = 0  # moved: the crash id stays for the next record to go on from
         if rtc is not None:
             rtc.memory(m)
         else:
             os.remove("crash.rtc")
-        return p
+        return "exception" if m[24] == 0 else CAUSES[m[24]]
     if cause in CAUSES[1:]:
-        h = crash._h
-        b0, h[2] = h[2], boot - 1 if boot else 0  # the boot that ended
+        b = crash._s[0]
+        was = bytes(b[8:12])
+        crash._p(b, 8, boot - 1 if boot else 0, 4)  # the boot that ended
         try:
-            n = crash.take(None, CAUSES.index(cause))
+            crash.take(None, CAUSES.index(cause))
+            _write(d, b)
         finally:
-            h[2] = b0
-        return _write(d, crash._b[:n])
+            b[8:12] = was
+        return cause
     return None
 
 

@@ -78,7 +78,7 @@ if scenario == "random":
         return leaf(kind)
 
     crash.install("2.0.1", 17, 4, 24, 768)
-    crash._k[0] = RTC()
+    crash._s[2] = RTC()
     for i in range(n):
         for j in range(rnd(7)):
             crash.log("step %d line %d of a long log line that is cut" % (i, j))
@@ -92,7 +92,7 @@ if scenario == "random":
 
 elif scenario == "memory":
     crash.install("2.0.1", 3)
-    crash._k[0] = RTC()
+    crash._s[2] = RTC()
     crash.log("filling the heap")
     free = e = None  # globals made in the except clause would allocate
     hog = [None] * 3000  # its slots first: filling them allocates only the pieces
@@ -129,7 +129,7 @@ elif scenario == "asyncio":
             await asyncio.sleep_ms(10)
 
     crash.install("2.0.1", 4)
-    crash._k[0] = RTC()
+    crash._s[2] = RTC()
     try:
         asyncio.run(main())
     except SystemExit as e:
@@ -157,7 +157,7 @@ elif scenario == "callback":
 
     sys.modules["machine"] = machine
     try:
-        crash.run(main, "2.0.1", 5)
+        crash.run(main, "2.0.1", 5, 4, 32)
     except SystemExit as e:
         print("RESET", e)
     show()
@@ -185,7 +185,7 @@ elif scenario == "sweep":
 
     def record(boot):
         crash.install("2.0.1", boot)
-        crash._k[0] = RTC()
+        crash._s[2] = RTC()
         crash.log("line")
         try:
             crash.log(1 // 0)
