@@ -112,7 +112,7 @@ def keep(cause=None, boot=0, d="crash"):
     if len(m) > 4 and m[0] == 70:  # crash ids go on from the last record's, even a moved one's
         crash._s[1] = m[2] | m[3] << 8
     if parse(m) is not None:
-        p = _write(d, m)
+        _write(d, m)
         m = bytearray(m)
         m[1] = 0  # moved: the crash id stays for the next record to go on from
         if rtc is not None:
