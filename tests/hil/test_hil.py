@@ -103,3 +103,47 @@ def test_a_second_deploy_copies_nothing_and_keeps_the_boards_key(hil_board, hil_
     cfg["period_s"] = 30
     third = hil_board.deploy(cfg)
     assert third["copied"] == ["config.json"]
+
+
+CRASH_APP = """
+# fails once: the third step of the first boot divides by zero
+from fleetwire import crash
+import os
+n = 0
+def setup(client):
+    print("app: up")
+def step(client):
+    global n
+    n += 1
+    crash.log("step %d" % n)
+    if n == 3 and "crashed" not in os.listdir():
+        open("crashed", "w").close()
+        reading(0)
+def reading(x):
+    return 100 // x
+"""
+
+
+def test_a_crash_in_the_app_is_recorded_reset_and_landed_once(hil_board, hil_broker, hil_observer, request):
+    cfg = device_config(request, hil_broker, fw_version="3.1.0")
+    topic = "fleet/%s/crash" % cfg["device_id"]
+    hil_observer.subscribe(topic, 1)
+    hil_observer.subscribe("fleet/%s/telemetry" % cfg["device_id"], 1)
+    hil_board.put("app.py", CRASH_APP)
+    hil_board.deploy(cfg)
+    hil_board.console_until("main: crashed")  # recorded, then the runner resets the board
+    hil_board.console_until("main: connected")
+    assert wait(lambda: [m for m in hil_observer.messages if m[0] == topic], 30)
+    time.sleep(1.5)  # a second copy would come by now
+    recs = [json.loads(m[1]) for m in hil_observer.messages if m[0] == topic]
+    (r,) = {(x["device_id"], x["boot_id"], x["crash_id"]): x for x in recs}.values()  # one key
+    assert (r["kind"], r["type"], r["fw_version"]) == ("exception", "ZeroDivisionError", "3.1.0")
+    assert r["traceback"].rstrip().endswith("ZeroDivisionError: divide by zero")
+    assert ", in step\n" in r["traceback"] and ", in reading\n" in r["traceback"]
+    assert r["log"] == ["step 1", "step 2", "step 3"]
+
+    def next_boot():
+        return [x for x in records(hil_observer, cfg["device_id"]) if x["boot_id"] == r["boot_id"] + 1]
+
+    assert wait(next_boot, 10)
+    assert next_boot()[0]["reset_cause"] == "panic"  # not the runner's reset: the crash before it
