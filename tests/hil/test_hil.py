@@ -131,9 +131,9 @@ def test_a_crash_in_the_app_is_recorded_reset_and_landed_once(hil_board, hil_bro
     hil_observer.subscribe("fleet/%s/telemetry" % cfg["device_id"], 1)
     hil_board.put("app.py", CRASH_APP)
     hil_board.deploy(cfg)
-    hil_board.console_until("main: crashed")  # recorded, then the runner resets the board
-    hil_board.console_until("main: connected")
-    assert wait(lambda: [m for m in hil_observer.messages if m[0] == topic], 30)
+    w = hil_board.watch()
+    w.wait_for("main: crashed", 30)  # recorded, then the runner resets the board
+    assert wait(lambda: [m for m in hil_observer.messages if m[0] == topic], 30), w.text[-2000:]
     time.sleep(1.5)  # a second copy would come by now
     recs = [json.loads(m[1]) for m in hil_observer.messages if m[0] == topic]
     (r,) = {(x["device_id"], x["boot_id"], x["crash_id"]): x for x in recs}.values()  # one key
