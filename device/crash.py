@@ -195,8 +195,10 @@ def _end(e):
 
 
 def run(main, release="", boot=0, lines=8, width=64, size=1024):
-    """install(), then main(): an exception out of it is recorded and the board reset."""
-    install(release, boot, lines, width, size)
+    """install() (unless it ran), then main(): an exception out of it is recorded and the
+    board reset."""
+    if _s[0] is None:
+        install(release, boot, lines, width, size)
     try:
         main()
     except Exception as e:
