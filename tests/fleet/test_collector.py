@@ -260,3 +260,45 @@ def test_on_a_broker_that_enforces_identity_the_collector_logs_in_with_its_certi
     with pytest.raises(RuntimeError) as e:
         Collector(b.host, b.port, land, "c-no-identity", tls_ca=b.ca_pem).start(timeout=2)
     assert "broker 127.0.0.1:%d" % b.port in str(e.value)
+
+
+def crash(device="d1", boot=4, crash_id=77, **kw):
+    r = {
+        "device_id": device,
+        "boot_id": boot,
+        "crash_id": crash_id,
+        "kind": "exception",
+        "type": "ZeroDivisionError",
+        "message": "divide by zero",
+        "traceback": "Traceback (most recent call last):\n...",
+        "log": ["step 3"],
+        "fw_version": "1.5.0",
+    }
+    r.update(kw)
+    return json.dumps(r)
+
+
+def test_crash_records_land_once_each_whatever_the_copies(fresh_mosquitto, tmp_path):
+    b = fresh_mosquitto()
+    land = str(tmp_path / "landing")
+    with Collector(b.host, b.port, land, "c-crash") as c:
+        p = Publisher(b)
+        for payload, device in [
+            (crash(), "d1"),
+            (crash(), "d1"),  # sent again: its acknowledgement was lost
+            (crash(boot=5), "d1"),
+            (crash(device="d2"), "d2"),
+            (crash(device="d2"), "d1"),  # under another board's topic: quarantined
+            ('{"device_id": "d1"}', "d1"),
+        ]:
+            p.c.publish("fleet/%s/crash" % device, payload, qos=1)
+        p.send(json.dumps(record(seq=1)))
+        assert until(lambda: c.received == 7)
+        p.close()
+    files = sorted(os.listdir(os.path.join(land, "_crashes")))
+    assert files == ["d1.4.77.json", "d1.5.77.json", "d2.4.77.json"]
+    assert (c.crashes, c.crash_repeats, c.quarantined, c.landed) == (3, 1, 2, 1)
+    with open(os.path.join(land, "_crashes", "d1.4.77.json")) as f:
+        r = json.load(f)
+    assert r["type"] == "ZeroDivisionError" and r["rx_ts"] > 0
+    assert landed(land)[0]["seq"] == 1  # telemetry lands as before, apart
