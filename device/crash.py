@@ -65,7 +65,10 @@ _w = _W()
 
 def install(release="", boot=0, lines=8, width=64, size=1024):
     """Take crashes from now on: the record (size bytes, its last lines x width the log
-    ring) is allocated here, and nothing later."""
+    ring) is allocated here, and nothing later. ValueError: a record RTC memory cannot hold
+    (over 2048 bytes), or a ring that leaves the traceback too little of it."""
+    if not 256 <= size <= 2048 or not 0 < lines < 256 or not 0 < width < 256 or lines * width > size // 2:
+        raise ValueError("crash record: 256..2048 bytes, its log ring half of it at most")
     b = bytearray(size)
     _w.t, _w.i, _w.e, _w.s, _w.w = b, 32, 32 + len(release), -1, 0  # all now: a first store allocates
     print(release, end="", file=_w)

@@ -127,7 +127,10 @@ def main(path="config.json"):
     except Exception as e:
         if cap is None:
             raise
-        cap.catch(e)  # allocates nothing: a MemoryError is recorded as well
+        try:
+            cap.catch(e)  # allocates nothing: a MemoryError is recorded as well
+        except Exception:  # whatever happens, the board resets
+            pass
         print("main: crashed (%s); resetting" % _why(e))
         if trial:
             raise  # main.py's otaboot.failed(): the rollback names it
