@@ -85,6 +85,12 @@ def install(release="", boot=0, lines=8, width=64, size=1024):
         _s[2] = machine.RTC()
     except (ImportError, AttributeError):  # the unix port's machine has no RTC
         _s[2] = None
+    try:  # (ESP32) an exception made with the heap full keeps 2 frames and its message
+        from micropython import alloc_emergency_exception_buf
+
+        alloc_emergency_exception_buf(100)
+    except ImportError:  # the unix port has none
+        pass
     if "asyncio" in sys.modules:  # a task that ends with an exception nobody awaits
         sys.modules["asyncio"].get_event_loop().set_exception_handler(lambda loop, c: _end(c["exception"]))
 
