@@ -12,7 +12,8 @@ and release size (16 KB to 256 KB of one file):
   when a pool is full a new one, whose spare room later names take);
 - held downloading: the heap in use (after a collection) 8 chunks into the download;
 - peak: the most in use at any chunk (inside the write, the client's message alive), in the
-  check and at the switch (fleetwire.ota.ops loaded, unpacking);
+  check and at the switch (fleetwire.ota.ops loaded, unpacking); the offer's signature check
+  is bench/trust.py's;
 - per chunk: bytes allocated per chunk by everything (the client's message as `bytes`, its
   acknowledgement, the updater's requests: a run without collections), and by the updater's
   own handling of a chunk;
@@ -40,11 +41,13 @@ from fleetwire.host.rig import build, micropython  # noqa: E402
 from fleetwire.host.brokers.mosquitto import Mosquitto  # noqa: E402
 from fleetwire.host.rollout.service import UpdateService  # noqa: E402
 from fleetwire.host.rollout.release import Release, pack  # noqa: E402
+from fleetwire.host.identity.signing import ReleaseKeys  # noqa: E402
 
 DEVICE = os.path.join(HERE, "ota_heap_device.py")
 CHUNKS = (256, 512, 1024, 2048)
 SIZES = (16 * 1024, 64 * 1024, 256 * 1024)
-KEYS = ("updater_idle", "held_downloading", "peak", "per_chunk", "per_chunk_updater", "after_switch")
+FIGURES = ("updater_idle", "held_downloading", "peak", "per_chunk", "per_chunk_updater", "after_switch")
+KEYS = None  # the release-signing keys (ReleaseKeys) the offers are signed with, made per run
 
 
 def release(size, n=[0]):  # noqa: B006 (n counts the releases made)
@@ -60,6 +63,9 @@ def run_one(binary, lib, heap, broker, svc, chunk, size, work, mode="peak", conn
     max_packet = chunk + 12 + topic_len + 2 + 2 + 5
     rel = release(size)
     d = tempfile.mkdtemp(dir=work)
+    os.mkdir(os.path.join(d, "ota"))
+    with open(os.path.join(d, "ota", "keys.json"), "wb") as f:  # as deployed: the key the offer is signed by
+        f.write(KEYS.board_file())
     env = dict(os.environ, MICROPYPATH=os.pathsep.join([lib, ".frozen"]))
     p = subprocess.Popen(
         [
@@ -160,12 +166,14 @@ def main():
     chunks = [int(x) for x in a.chunks.split(",")]
     sizes = [int(x) * 1024 for x in a.sizes.split(",")]
     work = tempfile.mkdtemp(prefix="fleetwire-ota-heap-")
+    global KEYS
     try:
         build.build(work, mpy=True)
         lib = os.path.join(work, "lib")
+        KEYS = ReleaseKeys.create(os.path.join(work, "release"))
         with (
             Mosquitto(max_queued=100000) as broker,
-            UpdateService(broker.host, broker.port, watch=False) as svc,
+            UpdateService(broker.host, broker.port, watch=False, signer=KEYS.signer()) as svc,
         ):
             rows = []
             t0 = time.time()
@@ -180,7 +188,7 @@ def main():
                         rows.append((name, chunk, size, r))
                         print(
                             "  %s chunk %d release %d KB: %s"
-                            % (name, chunk, size // 1024, {k: r[k] for k in KEYS}),
+                            % (name, chunk, size // 1024, {k: r[k] for k in FIGURES}),
                             flush=True,
                         )
         print()

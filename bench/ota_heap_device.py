@@ -107,8 +107,16 @@ u.targets["app"] = Measured()
 per = {"bytes": 0, "chunks": 0, "updater": 0}
 
 
+part = []  # a signed offer longer than max_packet comes in pieces (as fleetwire.ota.enable joins them)
+
+
 def on_msg(t, m):
     if t != u.t_chunk:
+        part.append(bytes(m))
+        if c.rest:
+            return
+        m = b"".join(part)
+        part.clear()
         return u.handle(t, m)
     a = gc.mem_alloc()
     u.handle(t, m)

@@ -69,6 +69,11 @@ COMMANDS = {
     ),
     "statements": ("statements", None, "which MQTT 3.1.1 client statements have a test (run in a checkout)"),
     "ca": ("ca", "rig", "the fleet CA: init, issue certificates for host tools, revoke, list"),
+    "release": (
+        "release",
+        "rig",
+        "the fleet's release-signing keys: init, rotate, retire, list, publish a key update",
+    ),
     "broker-config": (
         "broker_config",
         "rig",

@@ -3,10 +3,12 @@ fleet identity (mutual TLS, a certificate per device from a fleet CA made for th
 the ACL and CRL of `fleetwire broker-config`), the collector landing telemetry with its
 own certificate, a simulated fleet (fleetwire's own client, vitals agent and updater on
 every device; crashes, Wi-Fi drops, leaking heaps, draining batteries, devices going
-silent) time-compressed, two staged rollouts over MQTT (`fleetwire rollout`): release 1.5.0,
-which is bad (it crashes more), halted by the gate (the Spark report's release table) after
-its first stage and its devices ordered back; then 1.5.1, which is good, to 100 %. Then the
-Spark report, which shows all three releases. Prints the report's path and a fleet summary.
+silent) time-compressed, two staged rollouts over MQTT (`fleetwire rollout`), each release
+signed by a release-signing key made for the run: release 1.5.0, which is bad (it crashes
+more), halted by the gate (the Spark report's release table) after its first stage and its
+devices ordered back; then 1.5.1, which is good, to 100 %; then a forged release, offered
+with the operator's broker login but signed by another key, which every device refuses. Then
+the Spark report, which shows the three releases. Prints the report's path and a fleet summary.
 Everything it starts is stopped at the end, Ctrl-C included.
 
   fleetwire demo                                   # 200 devices, ~5 minutes
@@ -117,6 +119,9 @@ def run(args):
         from fleetwire.host.identity.pki import FleetCA
 
         ca = FleetCA.create(os.path.join(pki_dir, "ca"), "fleetwire demo CA")
+        from fleetwire.host.identity.signing import ReleaseKeys
+
+        keys = ReleaseKeys.create(os.path.join(pki_dir, "release"))  # releases are signed with it
         broker = Mosquitto(max_queued=1000000, identity=ca).start()
         say("mosquitto on %s:%d" % broker.address)
         say(
@@ -152,13 +157,15 @@ def run(args):
             bad=[BAD],
             profiles={GOOD: {"crash_per_hour": 0.01, "boot_crash": 0.0}},
             progress=lambda s: None,
+            release_keys=keys.key_set(),  # each device trusts the fleet's key, as deployed
         )
         box = {}
         thread = threading.Thread(target=lambda: box.update(res=asyncio.run(sim.run())), daemon=True)
         thread.start()
         sim.started.wait(120)
         cert, key = ca.credentials("operator", "operator", os.path.join(pki_dir, "operator"))
-        outcomes = rollouts(args, sim, broker, ca, cert, key, collector, out, speed)
+        say("every device holds release-signing key %s: it takes only what that key signed" % keys.signing_id)
+        outcomes = rollouts(args, sim, broker, ca, cert, key, collector, out, speed, keys)
         sim.stop_after(0.25 * 3600 / speed)  # a quarter of an hour more, then the run ends
         thread.join()
         res = box["res"]
@@ -200,15 +207,22 @@ def run(args):
         shutil.rmtree(pki_dir, ignore_errors=True)
 
 
-def rollouts(args, sim, broker, ca, cert, key, collector, out, speed):
+def rollouts(args, sim, broker, ca, cert, key, collector, out, speed, keys):
     """The story: a while on BASE, the bad release halted by the gate (its devices ordered
-    back), the good one to 100 % -> lines that say how each ended."""
+    back), the good one to 100 %, then a forged release that every device refuses -> lines
+    that say how each ended."""
     from fleetwire.host.rollout import staged as ro
     from fleetwire.host.rollout.service import UpdateService
     from fleetwire.host.rollout.release import Release, pack
 
     svc = UpdateService(
-        broker.host, broker.port, client_id="demo-rollout", tls_ca=ca.cert_path, tls_cert=cert, tls_key=key
+        broker.host,
+        broker.port,
+        client_id="demo-rollout",
+        tls_ca=ca.cert_path,
+        tls_cert=cert,
+        tls_key=key,
+        signer=keys.signer(),
     ).start()
     outcomes = []
     try:
@@ -252,10 +266,65 @@ def rollouts(args, sim, broker, ca, cert, key, collector, out, speed):
                     "rollout of %s: done, on %d of %d devices (%d rolled back)"
                     % (version, r.counts["confirmed"], args.devices, r.counts["rolled back"])
                 )
+        outcomes.append(forged(sim, broker, ca, cert, key, ids, hour))
         say("releases now: %s" % ", ".join("%s on %d" % kv for kv in sorted(sim.versions().items())))
     finally:
         svc.stop()
     return outcomes
+
+
+FORGED = "6.6.6"
+
+
+def forged(sim, broker, ca, cert, key, ids, hour):
+    """Someone with the operator's broker login, but not the release-signing key, offers every
+    device a release signed by a key of their own -> the line that says what the devices did
+    (those gone silent in the story cannot answer)."""
+    from fleetwire.host.identity.signing import Signer, new_key
+    from fleetwire.host.rollout.release import Release, pack
+    from fleetwire.host.rollout.service import UpdateService
+
+    rel = Release.from_bytes(pack({"app.py": b"print('pwned')\n", ".fwversion": FORGED.encode()}))
+    svc = UpdateService(
+        broker.host,
+        broker.port,
+        client_id="demo-forger",
+        tls_ca=ca.cert_path,
+        tls_cert=cert,
+        tls_key=key,
+        signer=Signer(new_key(2048)),
+    ).start()
+    try:
+        say(
+            "a forger with the operator's broker login offers %s, signed by a key of its own, to all" % FORGED
+        )
+        svc.offer(ids, rel)
+        silent = {
+            d.id
+            for d in sim.devices
+            if d.silent_at is not None and d.clock.hours() >= d.silent_at * sim.hours
+        }
+        live = [d for d in ids if d not in silent]
+
+        def answered(devs):
+            return all(d in devs and devs[d].ota.get("version") == FORGED for d in live)
+
+        svc.wait(answered, max(30.0, 2 * hour))
+        said = [svc.devices[d].ota for d in live if d in svc.devices]
+        no = sum(1 for o in said if o.get("version") == FORGED and o.get("state") == "refused")
+        codes = sorted({str(o.get("code")) for o in said if o.get("version") == FORGED})
+        took = sum(1 for d in ids if d in svc.devices and svc.devices[d].fw_version == FORGED)
+        return "forged release %s: refused by %d of %d devices (code %s), run by %d (%d silent)" % (
+            FORGED,
+            no,
+            len(live),
+            ", ".join(codes) or "-",
+            took,
+            len(silent),
+        )
+    finally:
+        svc.withdraw(ids)
+        svc.stop()
 
 
 def _rows(path):

@@ -13,8 +13,14 @@ device's or this CA's). --cert/--key install a certificate issued elsewhere (AWS
 --broker-ca is the CA of the broker's certificate when it is not the fleet CA. Everything
 is checked before the board is touched.
 
+With --release-keys DIR (`fleetwire release init`) the board gets the public release-signing
+keys (ota/keys.json): with "ota": true in its config it takes only releases they signed, and a
+config with "ota": true needs them.
+
   fleetwire deploy --port /dev/ttyUSB0 --config device.json --mpy
   fleetwire deploy --port /dev/ttyUSB0 --config device.json --mpy --ca ~/.fleetwire/ca
+  fleetwire deploy --port /dev/ttyUSB0 --config device.json --mpy --ca ~/.fleetwire/ca \\
+      --release-keys ~/.fleetwire/release
   fleetwire deploy --port /dev/ttyUSB0 --config device.json --mpy --cert dev.pem.crt --key dev.private.key \\
       --broker-ca AmazonRootCA1.pem
 """
@@ -48,6 +54,12 @@ def add_arguments(p):
     p.add_argument(
         "--broker-ca", metavar="FILE", help="CA of the broker's certificate (default: the fleet CA)"
     )
+    p.add_argument(
+        "--release-keys",
+        metavar="DIR",
+        help="the fleet's release-signing keys (fleetwire release init): the public ones go to the board, "
+        'which takes only releases they signed (needed with "ota": true)',
+    )
 
 
 def run(args):
@@ -67,6 +79,7 @@ def run(args):
             key=args.key,
             broker_ca=args.broker_ca,
             rotate=args.rotate,
+            release_keys=args.release_keys,
         )
     except DeployError as e:
         print("fleetwire deploy: %s" % e, file=sys.stderr)

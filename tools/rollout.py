@@ -2,14 +2,18 @@
 report's release table for the devices already updated, against the release before.
 
   fleetwire rollout --broker localhost:8883 --tls-ca ca.pem --cert operator.pem --key operator.key \\
-      --release app-1.5.0.fwb --devices fleet.txt --stages 5%,25%,100% --landing landing/ \\
-      --soak 3600 --max-crash-free-drop 1 --rollback-on-halt
+      --release-keys ~/.fleetwire/release --release app-1.5.0.fwb --devices fleet.txt \\
+      --stages 5%,25%,100% --landing landing/ --soak 3600 --max-crash-free-drop 1 --rollback-on-halt
 
 The release is an app bundle (`fleetwire bundle`) or an ESP32 app image (its version is
 read from it). Devices: --devices FILE (one id a line, optionally a group after a comma, for
 stages named by group: --stages canary,eu,*), --device ID (repeated) or --discover S (every
 device heard on fleet/+/telemetry within S seconds). Boards take updates with "ota": true
 in config.json (fleetwire.ota).
+
+The offer is signed by the signing key of --release-keys DIR (`fleetwire release init`), and
+so is an order back: a board takes only what a key it holds signed (`fleetwire deploy
+--release-keys`).
 
 While it runs it serves the release's chunks (fleet/<id>/ota_get -> fleet/<id>/ota/chunk),
 shows each stage's progress from the boards' vitals, and lands their telemetry in --landing
@@ -28,6 +32,17 @@ def add_arguments(p):
     p.add_argument("--release", required=True, help="an app bundle (fleetwire bundle) or an ESP32 app image")
     p.add_argument("--version", help="the release's version (default: the one it names)")
     p.add_argument("--board", default="esp32", help="the board kind it is for (default %(default)s)")
+    p.add_argument(
+        "--release-keys",
+        metavar="DIR",
+        help="the release-signing keys that sign the offer and any order back (fleetwire release init; "
+        "default: $FLEETWIRE_RELEASE, else ~/.fleetwire/release)",
+    )
+    p.add_argument(
+        "--unsigned",
+        action="store_true",
+        help="offer it unsigned: only boards running a fleetwire from before signed releases take it",
+    )
     p.add_argument(
         "--chunk",
         type=int,
@@ -133,6 +148,14 @@ def run(args):
         rel = Release.from_file(args.release, args.version, args.board, args.chunk)
     except ReleaseError as e:
         return _fail(str(e))
+    signer = None
+    if not args.unsigned:
+        from fleetwire.host.identity.signing import ReleaseKeys, SigningError, default_dir
+
+        try:
+            signer = ReleaseKeys(args.release_keys or default_dir()).signer()
+        except SigningError as e:
+            return _fail(str(e))
     ids, groups = [], {}
     try:
         if args.devices:
@@ -152,6 +175,7 @@ def run(args):
         tls_key=args.key,
         user=args.user,
         password=password,
+        signer=signer,
     )
     collector = None
     try:

@@ -13,7 +13,8 @@ main.py, deployed as a board is) reporting as board-0.. beside the simulated dev
 they run in real time only (--speed 1).
 
 --updates: the devices take releases over MQTT (fleetwire.ota, as a board with "ota": true)
-instead of the built-in rollout; `fleetwire rollout` offers them one. --bad-release V makes
+instead of the built-in rollout; `fleetwire rollout` offers them one, signed by a key of
+--release-keys DIR, which the devices trust as deployed boards do. --bad-release V makes
 release V crash more (and some of its first boots crash at once, so those roll back).
 
   fleetwire sim --devices 200 --speed 120 --duration 900 --updates --bad-release 1.5.0 &
@@ -68,6 +69,12 @@ def add_arguments(p):
         help="devices take releases over MQTT (fleetwire rollout) instead of the built-in rollout",
     )
     p.add_argument(
+        "--release-keys",
+        metavar="DIR",
+        help="with --updates: the release-signing keys the devices trust, as deployed "
+        "(default: $FLEETWIRE_RELEASE, else ~/.fleetwire/release)",
+    )
+    p.add_argument(
         "--bad-release",
         action="append",
         default=[],
@@ -117,6 +124,15 @@ def run(args):
         except pki.PKIError as e:
             print("fleetwire sim: %s" % e, file=sys.stderr)
             return 2
+    keys = None
+    if args.updates:
+        from fleetwire.host.identity.signing import ReleaseKeys, SigningError, default_dir
+
+        try:
+            keys = ReleaseKeys(args.release_keys or default_dir()).key_set()
+        except SigningError as e:
+            print("fleetwire sim: --updates: %s" % e, file=sys.stderr)
+            return 2
     sim = Simulator(
         host,
         port,
@@ -133,6 +149,7 @@ def run(args):
         tls_ca=args.tls_ca,
         ota=args.updates,
         bad=args.bad_release,
+        release_keys=keys,
         **({"rollout": None} if args.updates else {}),
     )
     from fleetwire.host.rig.micropython import MicroPythonMissing

@@ -5,19 +5,25 @@
 # fleet/<id>/ota/# and publish one level under fleet/<id>/):
 #   fleet/<id>/ota/offer   operator -> board, QoS 1, retained: the release this board should run,
 #                          a JSON manifest {"v": 1, "op": "install", "version", "kind": "app" |
-#                          "firmware", "size", "sha256", "chunk", "board"}; {"op": "revert",
-#                          "version"} orders it back; an empty message withdraws the offer
+#                          "firmware", "size", "sha256", "chunk", "board"} ("rollback": the
+#                          version an older release replaces); {"op": "revert", "version",
+#                          "rollback"} orders it back; an empty message withdraws the offer
 #   fleet/<id>/ota_get     board -> update service, QoS 0: "send `count` chunks of `chunk` bytes
 #                          from `offset`" (16 bytes: the release's tag, offset, chunk, count)
 #   fleet/<id>/ota/chunk   update service -> board, QoS 1: tag (8) + offset (4) + data; no data
 #                          says the service's copy ends at that offset
+#   fleet/<id>/ota/keys    operator -> board, QoS 1, retained: a key update, the release-signing
+#                          keys the board trusts from then on (fleetwire.ota.trust)
+# An offer and a key update are signed: {"manifest": "<its JSON text>", "key", "sig"}; the board
+# takes only what a key in ota/keys.json signed (fleetwire.ota.trust, loaded for the check).
 # The board pulls: it asks for the next window of chunks once it has written the last, so it
 # goes at its flash's pace, resumes from what is on its flash after a reset, and the broker
 # keeps no image (retained chunks would go to every board that subscribes, all of them, from
 # byte 0, at the broker's pace). Requests are QoS 0: a lost one is asked again.
 #
 # The resident part is this module: the chunk path, the timers and the vitals member. An
-# offer, the check and switch of a finished download and the trial's end run in
+# offer (taken by step(): its signature checked by fleetwire.ota.trust first, then the rest),
+# the check and switch of a finished download and the trial's end run in
 # fleetwire.ota.ops, loaded for the moment and dropped again; the download itself is a
 # target's (fleetwire.ota.app: an app bundle in files; fleetwire.ota.fw: a firmware image in
 # the next OTA partition). RAM while downloading: one buffer of the chunk size and the
@@ -58,11 +64,13 @@ def drop():
     import sys
 
     pkg = __name__.rsplit(".", 1)[0]
-    sys.modules.pop(pkg + ".ops", None)
-    try:  # the package holds its submodules too
-        delattr(sys.modules[pkg], "ops")
-    except (AttributeError, KeyError, TypeError):
-        pass
+    # trust: the signature check, for an offer or a key update; reasons: a refusal's texts
+    for n in ("ops", "trust", "reasons"):
+        sys.modules.pop(pkg + "." + n, None)
+        try:  # the package holds its submodules too
+            delattr(sys.modules[pkg], n)
+        except (AttributeError, KeyError, TypeError):
+            pass
 
 
 class Updater:
@@ -70,9 +78,9 @@ class Updater:
     restart=None, report=None, targets=None, boot_ms=None, running=None, states=None).
 
     send(topic, payload) publishes (QoS 0); handle(topic, msg) takes the messages of
-    fleet/<id>/ota/# (-> True, or False for another topic); step() from the main loop (timers,
-    verifying, applying, confirming). restart() is called once an update is switched (default:
-    fleetwire.board.reset()). `vitals` (a fleetwire.vitals.Vitals) carries the state in its
+    fleet/<id>/ota/# (-> True, or False for another topic); step() from the main loop (an
+    offer, timers, verifying, applying, confirming). restart() is called once an update is
+    switched (default: fleetwire.board.reset()). `vitals` (a fleetwire.vitals.Vitals) carries the state in its
     records (report(), default vitals.publish(), sends one when the state changes) and says
     when the first one of this boot is acknowledged. `running`: the version the deployed app
     calls itself (config.json's fw_version), for offers of what already runs. `states` keeps
@@ -130,7 +138,8 @@ class Updater:
         self._retry = RETRY_MS
         self.verify_due = False
         self.restart_due = False
-        self.held = None  # an offer held while a release is on trial
+        self.held = None  # the offer step() takes next (after a release on trial)
+        self.parked = None  # an offer signed by a key not held yet: held once a key update brings it
         self.log = print  # what it tells the console (a simulator silences it)
         if states is None:
             from .state import FileStates
@@ -192,11 +201,14 @@ class Updater:
         if topic == self.t_chunk:
             self._chunk(msg)
         elif topic == self.t_offer:
-            if self.st.get("trial"):
-                self.held = msg  # one release on trial at a time: this one after it
-            else:
-                ops().offered(self, msg)
-                drop()
+            # taken by step(): outside the client's callback, whose buffers the check's big
+            # numbers would find in the heap, and after a release on trial
+            self.held = msg
+        elif topic.endswith(b"/keys"):
+            from . import trust
+
+            trust.update(self, msg)
+            drop()
         return True
 
     def ask(self):
@@ -279,7 +291,13 @@ class Updater:
             return
         if self.held is not None:
             msg, self.held = self.held, None
-            self.handle(self.t_offer, msg)
+            if msg:  # its signature first (fleetwire.ota.trust, dropped), then the rest of an offer
+                from . import trust
+
+                msg = trust.opened(self, msg)
+                drop()
+            ops().offered(self, msg)
+            drop()
         if self.state == DOWNLOADING and self.tag is not None:
             if ticks_diff(ticks_ms(), self._last_rx) > self._retry:
                 self._retry = min(self._retry * 2, 60000)
@@ -321,8 +339,21 @@ def enable(client, device_id, vitals=None, callback=None, cfg=None, boot_ms=None
 
         kw["restart"] = restart
     u = Updater(device_id, send, vitals, boot_ms=boot_ms, **kw)
+    # an update message longer than max_packet (a signed offer, a key update) comes in pieces:
+    # [bytes still to come, the pieces so far]
+    part = [0]
 
     def on_msg(topic, msg):
+        r = client.rest
+        if (r or part[0]) and topic.startswith(u._prefix):
+            if part[0] != len(msg) + r:
+                del part[1:]  # the first piece (or the one begun was cut off with its connection)
+            part[0] = r
+            part.append(bytes(msg))
+            if r:
+                return
+            msg = b"".join(part[1:])
+            del part[1:]
         if not u.handle(topic, msg) and callback is not None:
             callback(topic, msg)
 

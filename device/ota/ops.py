@@ -1,6 +1,8 @@
 # The rare steps of fleetwire.ota, loaded when one happens and dropped after (the updater
 # keeps only its chunk path resident): taking an offer, checking and switching a finished
-# download, confirming a release on trial, going back as ordered, and the refusals.
+# download, confirming a release on trial, going back as ordered, and the refusals. An offer
+# comes here checked by fleetwire.ota.trust (signed by a key the board trusts, not older than
+# what runs unless it is a signed rollback naming that), which is dropped before this loads.
 from .agent import DOWNLOADING, VERIFYING, APPLIED, CONFIRMED, ROLLED_BACK, REFUSED, FAILED, CANCELLED, HDR
 
 
@@ -133,19 +135,19 @@ def fail(u, state, e, version=None):
     u.tell()
 
 
-def offered(u, msg):
+def offered(u, r):
+    """An offer: empty (withdrawn), or what fleetwire.ota.trust.opened made of it (from
+    Updater.step): (the manifest, None) signed and new enough, or (the version it claims, the
+    refusal)."""
     version = None
     try:
-        if not msg:
+        if not r:
             return withdrawn(u)
-        import json
-
-        try:
-            m = json.loads(msg)
-        except ValueError:
-            raise Refused("manifest", "not JSON")
-        if isinstance(m, dict) and isinstance(m.get("version"), str):
-            version = m["version"]
+        m, why = r
+        if why:
+            version = m
+            raise Refused(*why)
+        version = m.get("version") if isinstance(m, dict) else None
         m = check(m, u.kind or board_kind())
         if m.get("op") == "revert":
             return revert(u, m)

@@ -15,6 +15,12 @@ image     . release %s: the firmware image does not verify (%s); nothing switche
 io        . release %s: flash error (%s) while %s; nothing switched
 revert    . cannot go back to %s: the release before this one here is %s
 rolled    . release %s was rolled back here before (%s); offer it with "retry": true to try it again
+unsigned  . %s is not signed; this board takes only what a release-signing key it trusts signed (fleetwire rollout --release-keys)
+nokeys    . %s: this board holds no release-signing key (ota/keys.json); give it the fleet's with fleetwire deploy --release-keys, or publish them (fleetwire release publish)
+key       . %s is signed by key %s, which this board does not trust (it trusts %s)
+signature . %s: the signature by key %s does not match its manifest (changed after it was signed, or forged); nothing downloaded
+older     . release %s is older than %s, which runs here; a downgrade is taken only as a signed rollback naming %s
+replay    . %s is older than this board's key set %d (a replay); the board keeps its keys
 """
 
 

@@ -1,8 +1,10 @@
 # The records of fleetwire.ota on flash, each a small JSON file replaced atomically (write,
 # rename): ota/boot.json, the boot state (which app and release run, a trial, what to
-# report; see fleetwire.otaboot), and ota/dl.json, the download under way.
+# report; see fleetwire.otaboot), ota/dl.json, the download under way, and ota/keys.json,
+# the release-signing keys the board trusts.
 STATE = "ota/boot.json"
 DL = "ota/dl.json"
+KEYS = "ota/keys.json"  # the release-signing keys the board trusts (fleetwire.ota.trust)
 SLOTS = ("a", "b")  # the app bundle slots, ota/a and ota/b
 
 
@@ -42,10 +44,11 @@ def save(st, path=STATE):
 
 
 class FileStates:
-    """fleetwire.ota's records by key: "boot" (ota/boot.json) and "dl" (ota/dl.json). A
+    """fleetwire.ota's records by key: "boot" (ota/boot.json), "dl" (ota/dl.json) and "keys"
+    (ota/keys.json). A
     simulated device keeps them in RAM instead (fleetwire.host.fleet.sim)."""
 
-    PATHS = {"boot": STATE, "dl": DL}
+    PATHS = {"boot": STATE, "dl": DL, "keys": KEYS}
 
     def load(self, key):
         return load(self.PATHS[key])

@@ -197,6 +197,8 @@ class SimDevice:
         self.client = None
         self.vitals = None
         self.ota_states = RamStates()  # fleetwire.ota's records: survive reboots
+        if sim.release_keys:
+            self.ota_states.save("keys", sim.release_keys)  # as deployed
         self.ota_target = SimTarget()
         self.updater = None
         self._ota_restart = False
@@ -323,7 +325,15 @@ class SimDevice:
         )
         u.log = _quiet
         self.updater = u
-        c.set_callback(u.handle)
+        part = []  # a signed message longer than the client's max_packet comes in pieces
+
+        def on_msg(topic, msg):
+            part.append(bytes(msg))
+            if not c.rest:
+                u.handle(topic, b"".join(part))
+                part.clear()
+
+        c.set_callback(on_msg)
         await c.subscribe(u.t_all, 1)
 
     async def _publish(self):

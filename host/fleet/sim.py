@@ -17,9 +17,11 @@ Time can be compressed: with speed=120 a device with a 60 s period publishes eve
 real time make four simulated hours.
 
 Updates (ota=True): every device takes releases over MQTT as a board does, with fleetwire.ota
-itself (the offer, the chunks pulled in windows, the SHA-256, the trial and the rollback),
-its "flash" in RAM. What a release does to a device is the simulation's: each version has a
-crash rate and a share of boots that crash at once (`profiles`; make one bad with
+itself (the signature, the offer, the chunks pulled in windows, the SHA-256, the trial and the
+rollback), its "flash" in RAM; release_keys is the key set each was deployed with
+(fleetwire.host.identity.signing.ReleaseKeys.key_set()): without it a device refuses every
+release. What a release does to a device is the simulation's: each version has a crash rate
+and a share of boots that crash at once (`profiles`; make one bad with
 bad=["1.5.0"]), so a staged rollout (fleetwire.host.rollout.staged) sees a bad release crash more,
 and roll back on the devices whose first boot of it crashed.
 
@@ -73,6 +75,7 @@ class Simulator:
         ota=False,
         profiles=None,
         bad=(),
+        release_keys=None,
     ):
         if boards and speed != 1:
             raise ValueError(
@@ -98,6 +101,8 @@ class Simulator:
         self.hours = duration * speed / 3600
         self.rollout = rollout  # (start, end) as fractions of the run; None: no built-in rollout
         self.ota = ota  # devices take releases over MQTT (fleetwire.ota)
+        # the key set each device trusts (ota/keys.json: ReleaseKeys.key_set()), as deployed
+        self.release_keys = release_keys
         self.profiles = {v: {"crash_per_hour": r, "boot_crash": 0.0} for v, r in CRASH_PER_HOUR.items()}
         self.profiles.update({v: dict(BAD) for v in bad})
         self.profiles.update(profiles or {})

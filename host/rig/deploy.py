@@ -1,7 +1,8 @@
 """Deploy fleetwire to a board (real or virtual) with mpremote: build the board tree,
 copy only the files whose SHA-256 differs from the board's, write the board's TLS
 identity (fleetwire.host.identity.provision: with a fleet CA, a key and certificate of its own),
-write config.json, and reset the board. Credentials and keys are never printed.
+write the release-signing public keys the board trusts (ota/keys.json), write config.json,
+and reset the board. Credentials and keys are never printed.
 """
 
 import hashlib
@@ -53,6 +54,26 @@ for _d in %r:
 
 class DeployError(Exception):
     pass
+
+
+KEYS = "ota/keys.json"  # the release-signing keys the board trusts (fleetwire.ota.trust)
+
+
+def _release_keys(config, directory):
+    """The release keys to give the board (fleetwire.host.identity.signing.ReleaseKeys), or None."""
+    if not directory:
+        if config is not None and config.get("ota"):
+            raise DeployError(
+                'a board with "ota": true takes only releases signed by a key it holds: give the '
+                "fleet's release-signing keys with --release-keys DIR (fleetwire release init makes them)"
+            )
+        return None
+    from fleetwire.host.identity.signing import ReleaseKeys, SigningError
+
+    try:
+        return ReleaseKeys(directory)
+    except SigningError as e:
+        raise DeployError(str(e))
 
 
 def _mpremote(port, *args, timeout=120, retries=0):
@@ -120,14 +141,18 @@ def deploy(
     key=None,
     broker_ca=None,
     rotate=False,
+    release_keys=None,
 ):
     """Bring the board on `port` up to date -> {"copied": [...], "unchanged": n, "config": ...,
     "identity": "issued" | "kept" | "installed" | None}.
 
     ca (a fleet CA directory) gives the board a key and certificate of its own (kept on later
     deploys unless rotate); cert/key install ones issued elsewhere; broker_ca is the CA of the
-    broker's certificate (default: the fleet CA). All of it is checked before the board is
-    touched (DeployError)."""
+    broker's certificate (default: the fleet CA). release_keys (a release-key directory,
+    `fleetwire release init`) gives the board the public keys a release must be signed by
+    (ota/keys.json); a config with "ota": true needs them. All of it is checked before the
+    board is touched (DeployError)."""
+    keys = _release_keys(config, release_keys)
     plan = None
     if ca or cert or key or broker_ca or rotate:
         if config is None:
@@ -148,6 +173,10 @@ def deploy(
                 files[os.path.relpath(local, out).replace(os.sep, "/")] = local
         for t in TEMPLATES:
             files[t] = os.path.join(FIRMWARE, t)
+        if keys is not None:
+            files[KEYS] = os.path.join(out, "keys.json")
+            with open(files[KEYS], "wb") as f:
+                f.write(keys.board_file())
         asked = set(files) | {"config.json"}
         if plan is not None:
             asked |= {provision.CA, provision.ISSUER}
@@ -198,6 +227,11 @@ def deploy(
     }
     for p in changed:
         log("  copied %s" % p)
+    if keys is not None:
+        log(
+            "release keys: the board trusts key set %d (%s)%s"
+            % (keys.seq, ", ".join(keys.ids), "" if KEYS in changed else ", as it did")
+        )
     if plan is not None:
         revoked = plan.commit()
         log("identity: %s" % plan.describe())

@@ -11,8 +11,11 @@ Two kinds:
   image-info` reads); its version is the one in its app description (esp_app_desc_t).
 
 The manifest the board is offered: {"v": 1, "op": "install", "version", "kind", "size",
-"sha256", "chunk", "board"}. The board asks for chunks by the first 8 bytes of the SHA-256
-(the release's tag)."""
+"sha256", "chunk", "board"}, and "rollback" (the version it replaces) for an older release
+offered on purpose. It goes signed by a release-signing key (fleetwire.host.identity.signing:
+the update service signs it), so the image's hash and length, the version and the board
+kind it is for are the operator's word. The board asks for chunks by the first 8 bytes of the
+SHA-256 (the release's tag)."""
 
 import hashlib
 import json

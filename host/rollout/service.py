@@ -3,9 +3,11 @@ watches the fleet's vitals for what each board makes of it (fleetwire.ota on the
 
 Topics (inside the fleet identity ACL of `fleetwire broker-config`; this service logs in
 as the operator, who reads fleet/# and alone publishes fleet/+/ota/#):
-  fleet/<id>/ota/offer   the manifest, retained (the release the board should run); an empty
-                         retained message withdraws it; {"op": "revert", "version"} orders a
-                         board back to the release before
+  fleet/<id>/ota/offer   the manifest, signed, retained (the release the board should run); an
+                         empty retained message withdraws it; {"op": "revert", "version",
+                         "rollback"} orders a board back to the release before
+  fleet/<id>/ota/keys    a key update, signed, retained: the release-signing keys boards trust
+                         (fleetwire.host.identity.signing)
   fleet/<id>/ota_get     a board's request: tag (8 bytes, the SHA-256's first), offset (u32),
                          chunk length (u16), count (u16), big-endian
   fleet/<id>/ota/chunk   the answer, QoS 1: tag + offset (u32) + up to `chunk` bytes; an answer
@@ -48,11 +50,13 @@ class Device:
 
 class UpdateService(Subscriber):
     """UpdateService(host, port, client_id="fleetwire-rollout", tls_ca=None, tls_cert=None,
-    tls_key=None, user=None, password=None).
+    tls_key=None, user=None, password=None, watch=True, signer=None).
 
     add(release, data=None) serves a release (`data`: the bytes served, by default the
     release's own: a test serves something else); offer(ids, release), withdraw(ids),
-    revert(ids, version); devices[id] (Device) says what each board reported. `before_serve`
+    revert(ids, version, replaces), publish_keys(ids, update); devices[id] (Device) says what
+    each board reported. `signer` (fleetwire.host.identity.signing.Signer) signs offers and orders
+    back; without one they go unsigned, and a board refuses them. `before_serve`
     (a test's hook) is called with (device_id, offset, count) before a request is answered and
     may return False to leave it unanswered."""
 
@@ -67,8 +71,10 @@ class UpdateService(Subscriber):
         user=None,
         password=None,
         watch=True,
+        signer=None,
     ):
         self.host, self.port = host, port
+        self.signer = signer
         self.client_id = client_id
         self.tls = (tls_ca, tls_cert, tls_key)
         self.user, self.password = user, password
@@ -123,36 +129,42 @@ class UpdateService(Subscriber):
         info = self._client.publish(topic, payload, qos=qos, retain=retain)
         return info
 
-    def offer(self, device_ids, release, retry=False, manifest=None, wait=True):
-        """Offer `release` to each board (retained, QoS 1) and serve it. `manifest` (a dict)
-        replaces the release's own (a test offers a wrong one)."""
+    def _signed(self, manifest):
+        if self.signer is None:
+            return json.dumps(manifest, separators=(",", ":")).encode()
+        return self.signer.sign(manifest)
+
+    def offer(self, device_ids, release, retry=False, manifest=None, wait=True, payload=None):
+        """Offer `release` to each board (retained, QoS 1), signed, and serve it. `manifest` (a
+        dict) replaces the release's own, `payload` (bytes) the whole signed message: a test
+        offers a wrong one, or a forged one."""
         if release.tag not in self.releases:
             self.add(release)
-        payload = (
-            json.dumps(manifest, separators=(",", ":")).encode()
-            if manifest is not None
-            else release.manifest_json(**({"retry": True} if retry else {}))
-        )
-        infos = [self._publish("fleet/%s/ota/offer" % d, payload, 1, True) for d in device_ids]
+        if payload is None:
+            payload = self._signed(manifest or release.manifest(**({"retry": True} if retry else {})))
+        self._all(device_ids, "offer", payload, wait)
+
+    def _all(self, device_ids, topic, payload, wait):
+        infos = [self._publish("fleet/%s/ota/%s" % (d, topic), payload, 1, True) for d in device_ids]
         if wait:
             for i in infos:
                 i.wait_for_publish(10)
+
+    def publish_keys(self, device_ids, update, wait=True):
+        """Send each board a key update (retained: a board offline now takes it when it is back):
+        ReleaseKeys.update(), signed already."""
+        self._all(device_ids, "keys", update, wait)
 
     def withdraw(self, device_ids, wait=True):
         """Take the offer back (an empty retained message): a board that has not switched stops."""
-        infos = [self._publish("fleet/%s/ota/offer" % d, b"", 1, True) for d in device_ids]
-        if wait:
-            for i in infos:
-                i.wait_for_publish(10)
+        self._all(device_ids, "offer", b"", wait)
 
-    def revert(self, device_ids, version, wait=True):
-        """Order each board back to `version`, the release its last update replaced (retained:
-        a board offline now goes back when it returns)."""
-        payload = json.dumps({"v": 1, "op": "revert", "version": version}, separators=(",", ":")).encode()
-        infos = [self._publish("fleet/%s/ota/offer" % d, payload, 1, True) for d in device_ids]
-        if wait:
-            for i in infos:
-                i.wait_for_publish(10)
+    def revert(self, device_ids, version, replaces, wait=True):
+        """Order each board back to `version`, the release its last update replaced, from
+        `replaces`, the one it runs (retained: a board offline now goes back when it returns;
+        signed, and naming what it replaces, so that it cannot be replayed later)."""
+        m = {"v": 1, "op": "revert", "version": version, "rollback": replaces}
+        self._all(device_ids, "offer", self._signed(m), wait)
 
     # ---- messages
 

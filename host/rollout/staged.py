@@ -435,7 +435,7 @@ class Rollout:
                     % self.release.version
                 )
             else:
-                svc.revert(switched, baseline)
+                svc.revert(switched, baseline, self.release.version)
                 back = switched
                 self.say("ordered %d devices back to %s" % (len(back), baseline))
         elif switched:

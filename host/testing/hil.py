@@ -73,8 +73,8 @@ class Board:
     def virtual(self):
         return self.vboard is not None
 
-    def deploy(self, config, rotate=False, log=None):
-        """Deploy as `fleetwire deploy --mpy [--ca DIR]` does -> its result."""
+    def deploy(self, config, rotate=False, log=None, release_keys=None):
+        """Deploy as `fleetwire deploy --mpy [--ca DIR] [--release-keys DIR]` does -> its result."""
         from fleetwire.host.rig.deploy import deploy
 
         return deploy(
@@ -84,6 +84,7 @@ class Board:
             log=log or (lambda m: None),
             ca=self.ca and self.ca.dir,
             rotate=rotate,
+            release_keys=release_keys,
         )
 
     def exec(self, code, timeout=30):

@@ -76,6 +76,7 @@ def board(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,  # its boards with it: killed as a group if Ctrl-C does not end them
     )
     deadline = time.monotonic() + 60
     while not (os.path.exists(prefix + "1") and os.path.exists(prefix + "2")):
@@ -83,7 +84,12 @@ def board(tmp_path):
         time.sleep(0.1)
     yield prefix
     p.send_signal(signal.SIGINT)
-    out = p.communicate(timeout=30)[0]
+    try:
+        out = p.communicate(timeout=90)[0]  # a deadline: a loaded machine took over 30 s
+    finally:
+        if p.poll() is None:  # never leave boards running after the test
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
     assert "stopped 2 board(s)" in out, out
 
 

@@ -106,21 +106,82 @@ def test_the_identity_example_makes_the_ca_the_broker_config_and_the_host_creden
     assert "PRIVATE KEY" not in out  # no command prints a key
 
 
-def test_the_rollout_example_bundles_the_app(tmp_path):
+def test_the_rollout_example_makes_the_release_key_and_bundles_the_app(tmp_path):
     (tmp_path / "app.py").write_text(snippet("device/app.py"))
-    # the first line runs; the rollout itself needs a fleet: its line is parsed by
+    # the first two lines run; the rollout itself needs a fleet: its line is parsed by
     # test_snippets.py, and tests/ota/test_rollout.py rolls out through the CLI
-    src = command_lines("shell/rollout.sh")[0]
-    r = subprocess.run(
-        [BIN + "/" + src.split()[0]] + src.split()[1:], cwd=tmp_path, capture_output=True, text=True
-    )
-    assert r.returncode == 0, r.stderr
+    for src in command_lines("shell/rollout.sh")[:2]:
+        r = subprocess.run(
+            [BIN + "/" + src.split()[0]] + src.split()[1:],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, HOME=str(tmp_path)),
+        )
+        assert r.returncode == 0, r.stderr
+        assert "PRIVATE KEY" not in r.stdout + r.stderr
+    from fleetwire.host.identity.signing import ReleaseKeys
     from fleetwire.host.rollout.release import Release, unpack
+
+    keys = ReleaseKeys(str(tmp_path / ".fleetwire" / "release"))  # where --release-keys points
+    assert keys.seq == 1 and len(keys.ids) == 1
+    assert "--release-keys ~/.fleetwire/release" in command_lines("shell/rollout.sh")[2]
 
     rel = Release.from_file(str(tmp_path / "app-1.5.0.fwb"))
     assert (rel.kind, rel.version) == ("app", "1.5.0")
     files = unpack(rel.data)
     assert "app.mpy" in files and "lib/fleetwire/client.mpy" in files  # compiled, as a board loads them
+
+
+def test_the_key_rotation_example_sends_each_board_the_new_set_then_the_old_key_retired(
+    tmp_path, mosquitto, make_observer
+):
+    import json
+
+    from fleetwire.host.identity.signing import ReleaseKeys, opened
+
+    home = {"HOME": str(tmp_path)}
+    # the key made as the rollout example makes it (its first line)
+    init = command_lines("shell/rollout.sh")[0]
+    assert init == "fleetwire release init"
+    subprocess.run(
+        [BIN + "/fleetwire", "release", "init"], env=dict(os.environ, **home), check=True, capture_output=True
+    )
+    first = ReleaseKeys(str(tmp_path / ".fleetwire" / "release"))
+    deployed = first.key_set()  # what the boards hold
+    ids = ["docs-keys-%d-%d" % (os.getpid(), i) for i in (1, 2)]
+    (tmp_path / "fleet.txt").write_text("".join(i + "\n" for i in ids))
+    login = (
+        "--broker broker.local:8883 --tls-ca creds/ca.pem --cert creds/operator.pem \\\n"
+        "    --key creds/operator.key"
+    )
+    out = shell(
+        "shell/release_keys.sh",
+        tmp_path,
+        env=home,
+        replace=[(login, "--broker 127.0.0.1:%d" % mosquitto.port)],
+    )
+    assert out.count("published to 2 devices") == 2 and "PRIVATE KEY" not in out
+    keys = ReleaseKeys(str(tmp_path / ".fleetwire" / "release"))
+    assert keys.seq == 3 and keys.ids == [keys.signing_id] != first.ids
+    assert "%s  signs" % keys.signing_id in out and "%s  retired" % first.signing_id in out
+    watcher = make_observer(mosquitto)
+    watcher.subscribe("fleet/+/ota/keys", 1)
+    got = watcher.wait_for(2, timeout=10)
+    try:
+        assert sorted(t for t, *_ in got) == ["fleet/%s/ota/keys" % i for i in ids]
+        for _, payload, _, retained in got:
+            # retained, the newest set, and signed by the key the boards were deployed with
+            assert retained and opened(payload, deployed) == {
+                "v": 1,
+                "op": "keys",
+                "seq": 3,
+                "keys": keys.key_set()["keys"],
+            }
+    finally:
+        for i in ids:
+            watcher.publish("fleet/%s/ota/keys" % i, b"", 1, retain=True)  # nothing left on the broker
+    assert json.loads(got[0][1])["key"] == first.signing_id
 
 
 def test_the_spark_submit_example_names_a_script_that_runs_the_report(tmp_path):

@@ -51,6 +51,16 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
     assert 1 <= int(back.group(1)) <= 10, halted[0]
     assert "[demo] rollout of 1.5.1: done, on 40 of 40 devices" in r.stdout, r.stdout[-3000:]
     assert "[demo] releases now: 1.5.1 on 40\n" in r.stdout, r.stdout[-3000:]  # none left on 1.5.0
+    # the releases were signed; a forger with the operator's broker login but another key offered
+    # 6.6.6 to every device, and every device that still reports refused it
+    forged = re.search(
+        r"\[demo\] forged release 6\.6\.6: refused by (\d+) of (\d+) devices \(code key\), "
+        r"run by 0 \((\d+) silent\)",
+        r.stdout,
+    )
+    assert forged, r.stdout[-3000:]
+    refused, live, silent = (int(x) for x in forged.groups())
+    assert refused == live == 40 - silent and silent <= 4, forged.group(0)
     assert "[rollout] gate after stage 1: passed" in r.stdout
     # the report's release table shows all three, the bad one worse than the others
     import csv
@@ -68,8 +78,20 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
     head = [x for x in r.stdout.splitlines() if x.split()[:2] == ["firmware", "devices"]]
     assert head and "latency" not in head[0], head
     assert "(no publish latency: in compressed time the simulated devices measure none)" in r.stdout
-    landed = [f for d, _, fs in os.walk(out / "landing") for f in fs]
+    landed = [os.path.join(d, f) for d, _, fs in os.walk(out / "landing") for f in fs]
     assert landed and all(f.endswith(".ndjson") for f in landed)  # whole files only
+    # the devices' own records say so, as the collector landed them
+    import json
+
+    said = {}
+    for path in landed:
+        for line in open(path):
+            rec = json.loads(line)
+            ota = rec.get("ota") or {}
+            if ota.get("version") == "6.6.6":
+                said[rec["device_id"]] = (ota["state"], ota["code"])
+            assert rec.get("fw_version") != "6.6.6", rec
+    assert len(said) >= refused and set(said.values()) == {("refused", "key")}, said
     from fleetwire.host.brokers.mosquitto import accepts
 
     port = int(r.stdout.split("mosquitto on ")[1].split()[0].rsplit(":", 1)[1])

@@ -14,6 +14,7 @@ import pytest
 from fleetwire.host.identity import pki
 from fleetwire.host.brokers.mosquitto import find_mosquitto, free_port
 from fleetwire.host.rig.vboard import VirtualBoard, wait_for_prompt
+from fleetwire.host.testing.hil import wait
 
 
 def cli(*args, timeout=120):
@@ -27,11 +28,23 @@ def cli(*args, timeout=120):
 
 def key_forms(key):
     """The ways a private key could leak into text: its PEM lines, its DER in hex and base64,
-    its private number in hex and decimal."""
+    its private numbers (EC: the scalar; RSA: d, p and q) in hex and decimal."""
     der = pki.key_der(key)
     body = [line for line in pki.key_pem(key).decode().splitlines() if line and not line.startswith("-----")]
-    n = key.private_numbers().private_value
-    return body + [der.hex(), base64.b64encode(der).decode(), "%064x" % n, "%d" % n]
+    p = key.private_numbers()
+    secrets = [p.private_value] if hasattr(p, "private_value") else [p.d, p.p, p.q]
+    return body + [der.hex(), base64.b64encode(der).decode()] + [f % n for n in secrets for f in ("%x", "%d")]
+
+
+def board_keys_seq(vb):
+    """The number of the release-key set a virtual board holds (ota/keys.json)."""
+    import json
+
+    try:
+        with open(os.path.join(vb.fs, "ota", "keys.json")) as f:
+            return json.load(f)["seq"]
+    except (OSError, ValueError):
+        return None
 
 
 def console_until(port, pattern, timeout=90):  # a deadline (a loaded machine took 30 s)
@@ -57,6 +70,13 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
     out = run("ca", "init", "--ca", ca_dir)
     assert "ca.key" in out and oct(os.stat(ca_dir / "ca.key").st_mode & 0o777) == "0o600"
     run("ca", "issue", "collector", "--role", "collector", "--out", creds, "--ca", ca_dir)
+    run("ca", "issue", "operator", "--role", "operator", "--out", creds, "--ca", ca_dir)
+    # the release-signing keys: apart from the CA's, each in a file of mode 600
+    rel_dir = tmp_path / "release"
+    out = run("release", "init", "--dir", rel_dir)
+    k1 = out.split()[2]  # "release-signing key ID made in DIR"
+    assert "made in %s" % rel_dir in out and oct(os.stat(rel_dir / (k1 + ".key")).st_mode & 0o777) == "0o600"
+    assert not os.path.exists(ca_dir / (k1 + ".key"))
     port = free_port()
     user = ["--user", "root"] if os.geteuid() == 0 else []  # as root mosquitto would drop to another user
     run(
@@ -79,18 +99,66 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
     broker = subprocess.Popen(
         [find_mosquitto(), "-c", str(brk / "mosquitto.conf")], stdout=log, stderr=subprocess.STDOUT
     )
-    vb = VirtualBoard(str(tmp_path / "vboard"), heap="128K").start()
+    # updates on (a key update comes): the heap of the OTA tests (tests/ota/conftest.py OTA_HEAP)
+    vb = VirtualBoard(str(tmp_path / "vboard"), heap="192K").start()
     try:
         assert wait_for_prompt(vb.port)
         cfg = tmp_path / "device.json"
-        cfg.write_text('{"device_id": "keyless-1", "broker": "localhost", "port": %d, "period_s": 1}' % port)
-        out = run("deploy", "--port", vb.port, "--config", cfg, "--mpy", "--ca", ca_dir)
+        cfg.write_text(
+            '{"device_id": "keyless-1", "broker": "localhost", "port": %d, "period_s": 1, "ota": true}' % port
+        )
+        out = run(
+            "deploy", "--port", vb.port, "--config", cfg, "--mpy", "--ca", ca_dir, "--release-keys", rel_dir
+        )
         assert "identity: issued keyless-1's certificate" in out
+        assert "release keys: the board trusts key set 1 (%s)" % k1 in out
         said.append(console_until(vb.port, "main: connected"))
         board_keys = [pki.load_private_key(os.path.join(vb.fs, "tls", "key.der"))]
-        out = run("deploy", "--port", vb.port, "--config", cfg, "--mpy", "--ca", ca_dir)
+        # a rotation of the release key, published to the board over the broker as the operator
+        out = run("release", "rotate", "--dir", rel_dir)
+        k2 = out.split()[1]
+        login = [
+            "--tls-ca",
+            creds / "ca.pem",
+            "--cert",
+            creds / "operator.pem",
+            "--key",
+            creds / "operator.key",
+        ]
+        out = run(
+            "release",
+            "publish",
+            "--dir",
+            rel_dir,
+            "--broker",
+            "127.0.0.1:%d" % port,
+            "--device",
+            "keyless-1",
+            *login,
+        )
+        assert "key set 2 (%s) published to 1 devices" % ", ".join(sorted([k1, k2])) in out
+        assert wait(lambda: board_keys_seq(vb) == 2, 60)  # the board took it
+        run("release", "retire", "--dir", rel_dir)
+        out = run("release", "list", "--dir", rel_dir)
+        assert "%s  signs" % k2 in out and "%s  retired" % k1 in out
+        out = run(
+            "deploy", "--port", vb.port, "--config", cfg, "--mpy", "--ca", ca_dir, "--release-keys", rel_dir
+        )
         assert "identity: kept keyless-1's certificate" in out
-        run("deploy", "--port", vb.port, "--config", cfg, "--mpy", "--ca", ca_dir, "--rotate")
+        assert "release keys: the board trusts key set 3 (%s)" % k2 in out
+        run(
+            "deploy",
+            "--port",
+            vb.port,
+            "--config",
+            cfg,
+            "--mpy",
+            "--ca",
+            ca_dir,
+            "--rotate",
+            "--release-keys",
+            rel_dir,
+        )
         said.append(console_until(vb.port, "main: connected"))
         board_keys.append(pki.load_private_key(os.path.join(vb.fs, "tls", "key.der")))
         assert pki.key_der(board_keys[0]) != pki.key_der(board_keys[1])
@@ -136,6 +204,8 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
         "the broker's": pki.load_private_key(str(brk / "server.key")),
         "the board's first": board_keys[0],
         "the board's second": board_keys[1],
+        "the first release-signing": pki.load_private_key(str(rel_dir / (k1 + ".key"))),
+        "the second release-signing": pki.load_private_key(str(rel_dir / (k2 + ".key"))),
     }
     text = "\n".join(said)
     for whose, key in keys.items():
@@ -173,6 +243,8 @@ def files_on(board):
         ("no CA there", "no fleet CA in"),
         ("device takes the operator's name", "is the name of this CA's operator identity"),
         ("rotate without a CA", "--rotate needs the fleet CA"),
+        ("updates without release keys", 'a board with "ota": true takes only releases signed by a key'),
+        ("no release keys there", "no release-signing keys in"),
     ],
 )
 def test_bad_identity_input_is_refused_before_anything_reaches_the_board(
@@ -185,7 +257,8 @@ def test_bad_identity_input_is_refused_before_anything_reaches_the_board(
     fleet_ca.role_of("operator") or fleet_ca.issue("operator", "operator")
     device = "operator" if case == "device takes the operator's name" else "bad-input-1"
     cfg = tmp_path / "device.json"
-    cfg.write_text('{"device_id": "%s", "broker": "localhost", "port": 8883}' % device)
+    ota = ', "ota": true' if "release keys" in case else ""
+    cfg.write_text('{"device_id": "%s", "broker": "localhost", "port": 8883%s}' % (device, ota))
     opts = {
         "missing key": [
             "--cert",
@@ -202,6 +275,8 @@ def test_bad_identity_input_is_refused_before_anything_reaches_the_board(
         "no CA there": ["--ca", str(tmp_path / "nothing")],
         "device takes the operator's name": ["--ca", fleet_ca.dir],
         "rotate without a CA": ["--rotate"],
+        "updates without release keys": ["--ca", fleet_ca.dir],
+        "no release keys there": ["--ca", fleet_ca.dir, "--release-keys", str(tmp_path / "nothing")],
     }[case]
     r = cli("deploy", "--port", idle_board.port, "--config", cfg, "--mpy", *opts)
     assert r.returncode == 2 and reason in r.stderr, r.stdout + r.stderr

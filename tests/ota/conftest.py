@@ -1,6 +1,7 @@
 """What the over-the-air update tests share: a board deployed with updates on (a virtual
-board unless --board), the update service logged in as the operator on the board's broker,
-and releases built as `fleetwire bundle` builds them."""
+board unless --board) and the fleet's release-signing keys, the update service logged in as
+the operator on the board's broker and signing with those keys, and releases built as
+`fleetwire bundle` builds them."""
 
 import itertools
 import os
@@ -41,12 +42,21 @@ def releases():
     return get
 
 
+@pytest.fixture(scope="session")
+def release_keys(tmp_path_factory):
+    """The fleet's release-signing keys (`fleetwire release init`), made once for the session."""
+    from fleetwire.host.identity.signing import ReleaseKeys
+
+    return ReleaseKeys.create(str(tmp_path_factory.mktemp("release-keys")))
+
+
 class OTABoard:
     """A board deployed with updates on, its console read from then on, and the update
     service that offers it releases and sees its vitals."""
 
-    def __init__(self, board, service, request, broker):
+    def __init__(self, board, service, request, broker, keys):
         self.board = board
+        self.keys = keys
         self.service = service
         self.request = request
         self.broker = broker
@@ -60,7 +70,7 @@ class OTABoard:
         c = device_config(self.request, self.broker, **cfg)
         c["device_id"] = "ota-%d-%d" % (os.getpid(), next(_ids))
         self.id = c["device_id"]
-        self.board.deploy(c)
+        self.board.deploy(c, release_keys=self.keys.dir)
         self.console = self.board.watch()
         # a deadline, not a speed: a virtual board on a loaded machine took over 30 s to boot
         self.console.wait_for("main: connected", 90)
@@ -105,13 +115,13 @@ class OTABoard:
 
 
 @pytest.fixture
-def ota_service(request, hil_broker, hil_ca):
+def ota_service(request, hil_broker, hil_ca, release_keys):
     from fleetwire.host.rollout.service import UpdateService
 
-    kw = {}
+    kw = {"signer": release_keys.signer()}
     if hil_ca is not None:
         cert, key = request.getfixturevalue("host_credentials")("operator")
-        kw = dict(tls_ca=hil_ca.cert_path, tls_cert=cert, tls_key=key)
+        kw.update(tls_ca=hil_ca.cert_path, tls_cert=cert, tls_key=key)
     s = UpdateService(
         hil_broker[0], hil_broker[1], client_id="ota-test-%d-%d" % (os.getpid(), next(_ids)), **kw
     )
@@ -133,8 +143,8 @@ def ota_hil_board(request, tmp_path, hil_ca):
 
 
 @pytest.fixture
-def ota_board(ota_hil_board, ota_service, request, hil_broker):
-    b = OTABoard(ota_hil_board, ota_service, request, hil_broker)
+def ota_board(ota_hil_board, ota_service, request, hil_broker, release_keys):
+    b = OTABoard(ota_hil_board, ota_service, request, hil_broker, release_keys)
     yield b
     if b.id:
         ota_service.withdraw([b.id])  # no retained offer left behind on the session's broker

@@ -5,9 +5,12 @@
 # again, fleetwire.otaboot.select() as main.py runs it) and must run one whole release, the
 # old or the new; then the update resumes from what is on flash and finishes.
 #
-#   micropython cut_program.py BUNDLE MANIFEST [every] [partial]
-# prints one line per cut ("cut k phase resumed_at outcome") and a summary line "done ...";
-# any broken promise raises (exit 1).
+#   micropython cut_program.py BUNDLE OFFER KEYS [every] [partial]
+#   micropython cut_program.py BUNDLE OFFER KEYS keys UPDATE
+# OFFER is the signed offer, KEYS the key set the board was deployed with (ota/keys.json).
+# Prints one line per cut ("cut k phase resumed_at outcome") and a summary line "done ...";
+# any broken promise raises (exit 1). With "keys", the cuts fall in a key update (UPDATE, a
+# newer key set signed by a key of KEYS): each boot finds one whole key set, the old or the new.
 import json
 import os
 import sys
@@ -21,9 +24,11 @@ import fleetwire.ota.state as otastate
 
 BUNDLE = open(sys.argv[1], "rb").read()
 MAN = open(sys.argv[2], "rb").read()
-M = json.loads(MAN)
-EVERY = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-PARTIAL = len(sys.argv) > 4 and sys.argv[4] == "partial"
+M = json.loads(json.loads(MAN)["manifest"])
+KEYS = open(sys.argv[3], "rb").read()
+KEY_UPDATE = sys.argv[4] == "keys" if len(sys.argv) > 4 else False
+EVERY = int(sys.argv[4]) if len(sys.argv) > 4 and not KEY_UPDATE else 1
+PARTIAL = KEY_UPDATE or (len(sys.argv) > 5 and sys.argv[5] == "partial")
 OLD_APP = b"VERSION = '1.0.0'\n"
 MOUNT = "/flash"
 TAG = bytes(int(M["sha256"][i : i + 2], 16) for i in range(0, 16, 2))
@@ -51,6 +56,9 @@ def _make():
     vfs.mount(vfs.VfsLfs2(f), MOUNT)
     with open(MOUNT + "/app.py", "wb") as g:  # the deployed app, release 1.0.0
         g.write(OLD_APP)
+    os.mkdir(MOUNT + "/ota")
+    with open(MOUNT + "/ota/keys.json", "wb") as g:  # and the keys it trusts
+        g.write(KEYS)
     vfs.umount(MOUNT)
     return f
 
@@ -85,11 +93,8 @@ class Done(Exception):
     pass
 
 
-def run_update(restarts):
-    """Offer the release and serve the board's requests until it restarts into it ->
-    (the Updater, the first offset it asked for, or None)"""
-    asks = []
-    u = ota.Updater(
+def updater(asks, restarts):
+    return ota.Updater(
         "cut",
         lambda t, p: asks.append(bytes(p)),
         kind="esp32",
@@ -98,6 +103,13 @@ def run_update(restarts):
         max_packet=2048,
         window=2,
     )
+
+
+def run_update(restarts):
+    """Offer the release and serve the board's requests until it restarts into it ->
+    (the Updater, the first offset it asked for, or None)"""
+    asks = []
+    u = updater(asks, restarts)
     u.handle(u.t_offer, MAN)
     first = None
     guard = 0
@@ -230,4 +242,60 @@ def main():
     )
 
 
-main()
+def key_set():
+    try:
+        with open("ota/keys.json") as g:
+            return json.load(g)["seq"]
+    except OSError:
+        return None
+
+
+def keys_main():
+    """A cut at every flash operation of a key update: the board boots with one whole key set,
+    the one it had or the new one, and takes the update again if it was the old."""
+    update = open(sys.argv[5], "rb").read()
+    old = key_set_of(KEYS)
+    f = pristine()
+    mount(f)
+    u = updater([], [])
+    ops0 = f.ops
+    u.handle(u._prefix + b"keys", update)
+    total = f.ops - ops0
+    new = key_set()
+    assert new > old, (old, new)
+    unmount()
+    seen = {old: 0, new: 0}
+    for k in range(1, total + 1):
+        for partial in (False, True):
+            f = pristine()
+            mount(f)
+            u = updater([], [])
+            f.arm(k, partial, seed=k)
+            try:
+                u.handle(u._prefix + b"keys", update)
+                raise AssertionError("the update ended before flash operation %d of %d" % (k, total))
+            except (PowerCut, OSError):
+                if not f.dead:
+                    raise
+            unmount()
+            import gc
+
+            gc.collect()
+            f.power_on()
+            mount(f)
+            got = key_set()  # the file is whole JSON of one set, or the boot says so
+            assert got in (old, new), got
+            seen[got] += 1
+            u = updater([], [])  # the retained update again, at the next connect
+            u.handle(u._prefix + b"keys", update)
+            assert key_set() == new and u.state != ota.REFUSED, u.reason
+            unmount()
+            print("cut", k, "partial" if partial else "clean", got)
+    print("done keys ops=%d cuts=%d old=%d new=%d" % (total, 2 * total, seen[old], seen[new]))
+
+
+def key_set_of(data):
+    return json.loads(data)["seq"]
+
+
+keys_main() if KEY_UPDATE else main()

@@ -2,6 +2,7 @@
 board's own main.py and fleetwire.runner with "ota": true, a mosquitto that enforces fleet
 identity, and the update service (fleetwire.host.rollout.service) logged in as the operator."""
 
+import json
 import os
 
 import pytest
@@ -266,13 +267,96 @@ def test_the_operator_orders_a_board_back_to_the_release_before(ota_board, relea
     b.service.offer([b.id], releases("2.0.0"))
     b.wait_for("confirmed", "2.0.0")
     sent = b.service.devices[b.id].bytes_sent
-    b.service.revert([b.id], "1.0.0")
+    b.service.revert([b.id], "1.0.0", "2.0.0")
     ota = b.wait_for("rolled_back", "2.0.0")
     assert ota["code"] == "ordered" and "the operator ordered a rollback to 1.0.0" in ota["reason"]
     b.wait_running("1.0.0")
     assert b.service.devices[b.id].bytes_sent == sent  # nothing downloaded: the old app was kept
     # a revert to a release this board never ran is refused
-    b.service.revert([b.id], "0.9.0")
+    b.service.revert([b.id], "0.9.0", "1.0.0")
     ota = b.wait_for("refused", "0.9.0")
     assert ota["code"] == "revert" and "cannot go back to 0.9.0" in ota["reason"]
     b.wait_running("1.0.0")
+
+
+def _said(b, code, version, timeout=60):
+    """Until the board's vitals say ota.code == code for `version` -> the ota member."""
+    ok = b.service.wait(
+        lambda devs: (
+            devs.get(b.id) is not None
+            and devs[b.id].ota.get("code") == code
+            and devs[b.id].ota.get("version") == version
+        ),
+        timeout,
+    )
+    assert ok, "no vitals record with code %s for %s; last: %r\nconsole:\n%s" % (
+        code,
+        version,
+        b.ota(),
+        b.console.text[-3000:],
+    )
+    return b.ota()
+
+
+def test_what_the_operator_did_not_sign_is_refused_by_the_board_and_nothing_switches(
+    ota_board, releases, release_keys
+):
+    # the update service is logged in as the operator: it may publish any offer to the board; only
+    # the release-signing key makes one the board takes
+
+    from fleetwire.host.identity.signing import Signer, new_key
+
+    b = ota_board
+    b.deploy()
+    b.wait_running("1.0.0")
+    rel, evil = releases("2.0.0"), releases("2.0.0", app="print('not the operator's')\n")
+    b.service.add(evil)
+    good = release_keys.signer().sign(rel.manifest())
+    env = json.loads(good)
+    env["manifest"] = (
+        env["manifest"]
+        .replace(rel.sha256, evil.sha256)
+        .replace('"size":%d' % rel.size, '"size":%d' % evil.size)
+    )
+    forged = {
+        "unsigned": rel.manifest_json(),  # as offers went before releases were signed
+        "key": Signer(new_key(2048)).sign(evil.manifest()),  # signed by a key of the forger's own
+        "signature": json.dumps(env).encode(),  # the operator's signature over another image
+    }
+    for code, payload in forged.items():
+        b.service.offer([b.id], rel, payload=payload)
+        ota = _said(b, code, "2.0.0")
+        assert ota["state"] == "refused", ota
+    assert b.service.devices[b.id].bytes_sent == 0  # not a byte downloaded
+    assert "switched" not in b.console.text and b.device.fw_version == "1.0.0"
+    # what the operator signed goes through
+    b.service.offer([b.id], rel)
+    b.wait_for("confirmed", "2.0.0", 90)
+    assert b.service.devices[b.id].bytes_sent == rel.size
+    # and an older one the operator signed once, replayed, is refused
+    b.service.offer([b.id], releases("1.5.0"))
+    ota = _said(b, "older", "1.5.0")
+    assert "release 1.5.0 is older than 2.0.0, which runs here" in ota["reason"]
+    b.wait_running("2.0.0")
+
+
+def test_a_key_rotation_reaches_the_board_over_the_broker_and_releases_of_the_new_key_go_through(
+    ota_board, releases, tmp_path
+):
+    # the key update carries both keys (longer than the client's max_packet: it comes in pieces)
+    from fleetwire.host.identity.signing import ReleaseKeys
+
+    b = ota_board
+    b.keys = keys = ReleaseKeys.create(str(tmp_path / "release"))
+    b.deploy()
+    b.wait_running("1.0.0")
+    keys.rotate()
+    assert len(keys.update()) > 1024
+    b.service.signer = keys.signer()  # the new key signs
+    b.service.offer([b.id], releases("2.0.0"))  # before the board has the key: refused, kept
+    _said(b, "key", "2.0.0")
+    b.service.publish_keys([b.id], keys.update())
+    b.console.wait_for("ota: release-signing keys updated to set 2", 60)
+    b.wait_for("confirmed", "2.0.0", 90)  # the offer it kept, taken once the key came
+    if b.board.virtual:
+        assert json.load(open(os.path.join(b.board.vboard.fs, "ota", "keys.json")))["seq"] == 2

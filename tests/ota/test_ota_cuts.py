@@ -26,10 +26,12 @@ def small_release():
     return Release.from_bytes(pack(files), chunk=512)
 
 
-def run_cuts(board_lib, tmp_path, *args):
+def run_cuts(board_lib, tmp_path, keys, *args, deployed=None):
+    """cut_program.py on a board deployed with the key set `deployed` (default: keys')."""
     rel = small_release()
     (tmp_path / "bundle.bin").write_bytes(rel.data)
-    (tmp_path / "manifest.json").write_bytes(rel.manifest_json())
+    (tmp_path / "offer.json").write_bytes(keys.signer().sign(rel.manifest()))
+    (tmp_path / "keys.json").write_bytes(deployed or keys.board_file())
     env = dict(os.environ)
     env["MICROPYPATH"] = os.pathsep.join([PORTABLE, board_lib, ".frozen"])
     r = subprocess.run(
@@ -39,7 +41,8 @@ def run_cuts(board_lib, tmp_path, *args):
             "heapsize=1M",
             os.path.join(HERE, "cut_program.py"),
             str(tmp_path / "bundle.bin"),
-            str(tmp_path / "manifest.json"),
+            str(tmp_path / "offer.json"),
+            str(tmp_path / "keys.json"),
         ]
         + list(args),
         capture_output=True,
@@ -49,13 +52,16 @@ def run_cuts(board_lib, tmp_path, *args):
         cwd=str(tmp_path),
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    m = re.search(r"done ops=(\d+) cuts=(\d+) old=(\d+) new=(\d+) resumed_mid=(\d+)", r.stdout)
-    assert m, r.stdout[-2000:]
-    return rel, [int(x) for x in m.groups()], r.stdout
+    return rel, r.stdout
 
 
-def test_a_cut_at_every_flash_operation_boots_one_whole_release_and_the_update_resumes(board_lib, tmp_path):
-    rel, (ops, cuts, old, new, resumed_mid), out = run_cuts(board_lib, tmp_path, "1", "partial")
+def test_a_cut_at_every_flash_operation_boots_one_whole_release_and_the_update_resumes(
+    board_lib, tmp_path, release_keys
+):
+    rel, out = run_cuts(board_lib, tmp_path, release_keys, "1", "partial")
+    m = re.search(r"done ops=(\d+) cuts=(\d+) old=(\d+) new=(\d+) resumed_mid=(\d+)", out)
+    assert m, out[-2000:]
+    ops, cuts, old, new, resumed_mid = (int(x) for x in m.groups())
     assert cuts == 2 * ops  # every operation, cut cleanly and cut half-way
     assert old + new == cuts  # each boot ran one whole release (checked file by file)
     assert old and new  # cuts before the switch keep the old, after it run the new
@@ -98,3 +104,18 @@ def test_a_cut_at_every_flash_operation_of_a_firmware_download_resumes_and_the_s
     # resumed where the offset on file said, or at the start of a block a torn write had touched
     assert resumed_mid > 0 and all(s % 1000 == 0 or s % 4096 == 0 for s in starts)
     assert any(s % 1000 and s % 4096 == 0 for s in starts)  # a torn block written again from its start
+
+
+def test_a_cut_at_every_flash_operation_of_a_key_update_leaves_one_whole_key_set(board_lib, tmp_path):
+    from fleetwire.host.identity.signing import ReleaseKeys
+
+    keys = ReleaseKeys.create(str(tmp_path / "release"))
+    deployed = keys.board_file()
+    keys.rotate()  # set 2: the old key and a new one, signed by the old
+    (tmp_path / "update.json").write_bytes(keys.update())
+    _, out = run_cuts(board_lib, tmp_path, keys, "keys", str(tmp_path / "update.json"), deployed=deployed)
+    m = re.search(r"done keys ops=(\d+) cuts=(\d+) old=(\d+) new=(\d+)", out)
+    assert m, out[-2000:]
+    ops, cuts, old, new = (int(x) for x in m.groups())
+    assert ops >= 2 and cuts == 2 * ops  # the new file and its rename, every one cut cleanly and half-way
+    assert old + new == cuts and old and new  # one whole set at each boot: the old before the rename

@@ -3,7 +3,9 @@
 mosquitto, with an app that prints the fleetwire modules loaded once set up and once the
 main loop runs. Without "ota" in config.json no ota* module is ever imported; with it the
 resident updater (fleetwire.ota.agent, and fleetwire.ota.state for its files) is, and nothing of an
-offer, a download or a trial until one comes (fleetwire.ota.ops, ota.app, ota.fw, otaboot)."""
+offer, a download or a trial until one comes (fleetwire.ota.ops, ota.trust, ota.reasons, ota.app,
+ota.fw, otaboot). That ota.trust and ota.reasons go again after an offer is
+test_signed_releases.py's to show, step by step."""
 
 import json
 import os

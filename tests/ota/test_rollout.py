@@ -117,9 +117,9 @@ def test_the_gate_lets_a_release_within_the_thresholds_through_and_judges_only_w
 
 
 @pytest.fixture
-def sim_fleet(fresh_mosquitto):
-    """A simulated fleet of 20 devices with updates on, running in a thread while the test runs;
-    release 1.6.0 crashes at every boot."""
+def sim_fleet(fresh_mosquitto, release_keys):
+    """A simulated fleet of 20 devices with updates on, trusting the fleet's release-signing keys,
+    running in a thread while the test runs; release 1.6.0 crashes at every boot."""
     b = fresh_mosquitto(max_queued=100000)
     sim = Simulator(
         b.host,
@@ -134,6 +134,7 @@ def sim_fleet(fresh_mosquitto):
         wifi_drops_per_hour=0,
         silent_share=0,
         profiles={"1.6.0": {"crash_per_hour": 0.0, "boot_crash": 1.0}},
+        release_keys=release_keys.key_set(),
     )
     t = threading.Thread(target=lambda: asyncio.run(sim.run()), daemon=True)
     t.start()
@@ -143,7 +144,7 @@ def sim_fleet(fresh_mosquitto):
     t.join(60)
 
 
-def rollout_cli(b, tmp_path, rel, *args):
+def rollout_cli(b, tmp_path, rel, keys, *args):
     path = tmp_path / ("%s.fwb" % rel.version)
     path.write_bytes(rel.data)
     devices = tmp_path / "devices.txt"
@@ -163,6 +164,8 @@ def rollout_cli(b, tmp_path, rel, *args):
             "--no-gate",
             "--stage-timeout",  # a deadline: a loaded machine took over 60 s to roll a device back
             "180",
+            "--release-keys",
+            keys.dir,
         ]
         + list(args),
         capture_output=True,
@@ -171,9 +174,9 @@ def rollout_cli(b, tmp_path, rel, *args):
     )
 
 
-def test_a_release_goes_to_the_whole_simulated_fleet_stage_by_stage(sim_fleet, tmp_path):
+def test_a_release_goes_to_the_whole_simulated_fleet_stage_by_stage(sim_fleet, tmp_path, release_keys):
     b, sim = sim_fleet
-    r = rollout_cli(b, tmp_path, release("1.5.1"), "--stages", "10%,50%,100%")
+    r = rollout_cli(b, tmp_path, release("1.5.1"), release_keys, "--stages", "10%,50%,100%")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     out = r.stdout
     assert "stage 1/3 (10%): offered to 2 more devices, 2 in all" in out
@@ -183,9 +186,11 @@ def test_a_release_goes_to_the_whole_simulated_fleet_stage_by_stage(sim_fleet, t
     assert sim.versions() == {"1.5.1": 20}
 
 
-def test_a_release_whose_devices_roll_back_halts_the_rollout_before_the_next_stage(sim_fleet, tmp_path):
+def test_a_release_whose_devices_roll_back_halts_the_rollout_before_the_next_stage(
+    sim_fleet, tmp_path, release_keys
+):
     b, sim = sim_fleet
-    r = rollout_cli(b, tmp_path, release("1.6.0"), "--stages", "10%,100%")
+    r = rollout_cli(b, tmp_path, release("1.6.0"), release_keys, "--stages", "10%,100%")
     assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-2000:]
     assert (
         "HALTED after stage 1 (10%): 2 of 2 devices rolled back or failed (100 %, the limit is 20 %); "
@@ -205,6 +210,10 @@ def test_a_release_whose_devices_roll_back_halts_the_rollout_before_the_next_sta
         (
             ["--release", "REL", "--device", "a", "--no-gate", "--cert", "c.pem"],
             "--cert and --key go together",
+        ),
+        (
+            ["--release", "REL", "--device", "a", "--no-gate", "--release-keys", "nowhere"],
+            "no release-signing keys in",
         ),
     ],
 )
