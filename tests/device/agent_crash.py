@@ -1,0 +1,32 @@
+# The crash record commands of tests/device/agent.py, loaded by the first of them (the
+# agent's own bytecode shares the device's heap with the client under test).
+
+
+def run(cmd, c, drive):
+    op = cmd["op"]
+    if op == "crash_rec":
+        # a crash record waiting on flash in cmd["d"], as a boot after a crash leaves it
+        from fleetwire import crash, crashsend
+
+        if crash._s[0] is None:
+            crash.install("9.9.9", 0, 2, 16, 512)
+        crash._p(crash._s[0], 8, cmd["boot"], 4)
+        try:
+            crash.log(str(1 // cmd.get("zero", 0)))
+        except ZeroDivisionError as e:
+            crash.take(e)
+        crashsend._write(cmd["d"], crash._s[0])
+        return {}
+    if op == "crash_send":
+        # the runner's part: send what waits, one record at a time, until all are acknowledged
+        from fleetwire.crashsend import Sender
+
+        s = Sender(c, cmd["id"], cmd["d"])
+        for _ in range(cmd.get("ms", 10000) // 10):
+            s.step()
+            if not s.left:
+                break
+            drive(10)
+        s.close()
+        return {"left": s.left}
+    raise ValueError("unknown op " + op)
