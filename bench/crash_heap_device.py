@@ -10,7 +10,7 @@ def mem():
 
 
 lines, width, size = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-import fleetwire  # noqa: E402 (the package: any program of fleetwire's has it)
+import fleetwire  # noqa: E402,F401 (the package: any program of fleetwire's has it)
 
 m0 = mem()
 from fleetwire import crash  # noqa: E402
@@ -18,7 +18,7 @@ from fleetwire import crash  # noqa: E402
 m1 = mem()
 crash.install("1.4.2", 12, lines, width, size)
 m2 = mem()
-for i in range(lines * 2):
+for _ in range(lines * 2):
     crash.log("a log line")
 m3 = mem()
 try:
@@ -32,6 +32,6 @@ print("HEAP buffers", size)
 print("HEAP resident", m4 - m0)
 print("HEAP log+take", m4 - m2)
 m5 = mem()
-from fleetwire import crashsend  # noqa: E402
+from fleetwire import crashsend  # noqa: E402,F401
 
 print("HEAP crashsend", mem() - m5)
