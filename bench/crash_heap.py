@@ -5,9 +5,11 @@ object sizes):
 
     .venv/bin/python bench/crash_heap.py --micropython32 /work/build/plain32/build/micropython
 
-Prints one line a figure: import (the module), install (its state and buffers), buffers (what
-the program sized: the record, its log ring inside it), resident (all of it, after log() and a
-take()), log+take (what logging and a crash add: 0), crashsend.
+Prints one line a figure: import (the module), install (its state and buffers, as the runner
+installs it: fleetwire.crashsend loaded for the call and dropped, its interned names stay),
+buffers (what the program sized: the record, its log ring inside it), resident (all of it,
+after log() and a crash taken with the heap locked), capture (resident less the buffers),
+log+catch (what logging and a crash add: 0), crashsend (loaded again, while records wait).
 """
 
 import argparse

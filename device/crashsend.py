@@ -14,9 +14,16 @@
 #   times; the collector keeps one per key (device_id, boot_id, crash_id).
 #   At most KEEP records wait on flash; past that, new ones are dropped (the first of a run
 #   of crashes is the one that explains it).
+import gc
 import os
+import sys
 
 from . import MQTTException, crash
+
+try:
+    from time import ticks_ms
+except ImportError:
+    from .cpython import ticks_ms
 
 CAUSES = ("exception", "power_on", "watchdog", "panic", "brownout")  # the record's kind
 KEEP = 4
@@ -28,7 +35,7 @@ def parse(b):
         return None
     c = bytearray(b)
     c[6] = c[7] = 0
-    if crash.sum16(c) != b[6] | b[7] << 8:
+    if sum16(c) != b[6] | b[7] << 8:
         return None
 
     def u(i, k):
@@ -62,6 +69,58 @@ def parse(b):
         "traceback": text(b[m:t]) or None,
         "log": log,
     }
+
+
+def sum16(b):
+    """Fletcher-16 of b (crash.catch() computes it in line)."""
+    x = y = 0
+    for i in range(len(b)):
+        x = (x + b[i]) % 255
+        y = (y + x) % 255
+    return y << 8 | x
+
+
+def _put(b, i, v, n):
+    for k in range(n):
+        b[i + k] = v & 255
+        v >>= 8
+
+
+def install(w, release="", boot=0, lines=8, width=64, size=1024):
+    # crash.install(): the record, the stream's window and the keeper, all allocated now
+    if not 256 <= size <= 2048 or not 0 < lines < 256 or not 0 < width < 256 or lines * width > size // 2:
+        raise ValueError("crash record: 256..2048 bytes, its log ring half of it at most")
+    b = bytearray(size)
+    r = release.encode()[:64]
+    b[0] = 70
+    _put(b, 2, ticks_ms() & 0x7FFF, 2)  # keep() goes on from the last record's id instead
+    _put(b, 8, boot, 4)
+    b[25] = lines
+    b[26] = width
+    _put(b, 28, 32 + len(r), 2)
+    b[32 : 32 + len(r)] = r
+    w.i = w.s = w.e = 0  # every attribute now: a first store at the crash would allocate
+    try:
+        import machine
+
+        w.r = machine.RTC()
+    except (ImportError, AttributeError):  # the unix port's machine has no RTC
+        w.r = None
+    if not hasattr(w.r, "memory"):  # no RTC memory: a file
+        from .crashfile import F
+
+        w.r = F()
+    try:  # (ESP32) an exception made with the heap full keeps 2 frames and its message
+        from micropython import alloc_emergency_exception_buf
+
+        alloc_emergency_exception_buf(100)
+    except ImportError:  # the unix port has none
+        pass
+    if "asyncio" in sys.modules:  # a task that ends with an exception nobody awaits
+        from .crashrun import _end
+
+        sys.modules["asyncio"].get_event_loop().set_exception_handler(_end)
+    w.t = b
 
 
 def _files(d, t=False):
@@ -100,35 +159,30 @@ def keep(cause=None, boot=0, d="crash"):
     """At boot, once crash.install() ran: move the last record from RTC memory to flash, or
     record a reset the board did not choose (`cause`, from vitals; boot: this boot's id)
     -> the kind of the record written ("exception" or the cause), or None."""
-    rtc = crash._s[2]
-    if rtc is not None:
-        m = rtc.memory()
-    else:
-        try:
-            with open("crash.rtc", "rb") as f:
-                m = f.read()
-        except OSError:
-            m = b""
+    w = crash._w
+    b = w.t
+    m = w.r.memory()
     if len(m) > 4 and m[0] == 70:  # crash ids go on from the last record's, even a moved one's
-        crash._s[1] = m[2] | m[3] << 8
+        b[2], b[3] = m[2], m[3]
     if parse(m) is not None:
         _write(d, m)
         m = bytearray(m)
         m[1] = 0  # moved: the crash id stays for the next record to go on from
-        if rtc is not None:
-            rtc.memory(m)
-        else:
-            os.remove("crash.rtc")
+        w.r.memory(m)
         return "exception" if m[24] == 0 else CAUSES[m[24]]
     if cause in CAUSES[1:]:
-        b = crash._s[0]
-        was = bytes(b[8:12])
-        crash._p(b, 8, boot - 1 if boot else 0, 4)  # the boot that ended
-        try:
-            crash.take(None, CAUSES.index(cause))
-            _write(d, b)
-        finally:
-            b[8:12] = was
+        # a record of its own: no message, no traceback, no log (they were not its boot's)
+        _put(b, 2, (b[2] | b[3] << 8) + 1 & 0xFFFF, 2)
+        r = bytearray(b)
+        r[1] = 67
+        _put(r, 8, boot - 1 if boot else 0, 4)  # the boot that ended
+        _put(r, 12, 0, 4)
+        _put(r, 16, gc.mem_free() if hasattr(gc, "mem_free") else 0, 4)
+        r[24] = CAUSES.index(cause)
+        r[4], r[5], r[30], r[31] = r[28], r[29], r[28], r[29]
+        _put(r, 6, 0, 2)
+        _put(r, 6, sum16(r), 2)
+        _write(d, r)
         return cause
     return None
 
@@ -176,8 +230,6 @@ class Sender:
         module dropped, so a board holds none of it once its records are out."""
         if self.c.on_delivered is self.cb:
             self.c.on_delivered = self.prev
-        import sys
-
         sys.modules.pop(__name__, None)
         p, _, n = __name__.rpartition(".")
         if p in sys.modules and hasattr(sys.modules[p], n):

@@ -147,7 +147,10 @@ def _capture(cfg, vitals, version):
     from .store import once
 
     try:
-        crash.install(
+        once(
+            "crashsend",
+            "install",
+            crash._w,
             version,
             vitals._st["boot_id"],
             cfg.get("crash_lines", 8),

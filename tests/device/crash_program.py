@@ -5,7 +5,7 @@
 #                     the heap locked (allocating anything would raise MemoryError instead)
 #   memory            a MemoryError from filling the heap, taken while it is still full
 #   asyncio           a task that ends with an exception nobody awaits
-#   callback HOST PORT   the client's callback raises inside check_msg(), under crash.run()
+#   callback HOST PORT   the client's callback raises inside check_msg(), under crashrun.run()
 #   boot DIR BOOT     (a virtual board's machine on the path) catch, or with "keep" move the
 #                     record from RTC memory to DIR -> "KEPT kind"
 #   sweep             a power cut at every flash write of keep() and of the removal after
@@ -16,7 +16,7 @@ import sys
 
 import micropython
 
-from fleetwire import crash, crashsend
+from fleetwire import crash, crashrun, crashsend
 
 scenario = sys.argv[1]
 
@@ -77,8 +77,8 @@ if scenario == "random":
             return middle(depth - 1, kind)
         return leaf(kind)
 
-    crash.install("2.0.1", 17, 4, 24, 768)
-    crash._s[2] = RTC()
+    crashrun.install("2.0.1", 17, 4, 24, 768)
+    crash._w.r = RTC()
     for i in range(n):
         for j in range(rnd(7)):
             crash.log("step %d line %d of a long log line that is cut" % (i, j))
@@ -91,8 +91,8 @@ if scenario == "random":
         show()
 
 elif scenario == "memory":
-    crash.install("2.0.1", 3)
-    crash._s[2] = RTC()
+    crashrun.install("2.0.1", 3)
+    crash._w.r = RTC()
     crash.log("filling the heap")
     free = e = None  # globals made in the except clause would allocate
     hog = [None] * 3000  # its slots first: filling them allocates only the pieces
@@ -128,8 +128,8 @@ elif scenario == "asyncio":
         for _ in range(20):
             await asyncio.sleep_ms(10)
 
-    crash.install("2.0.1", 4)
-    crash._s[2] = RTC()
+    crashrun.install("2.0.1", 4)
+    crash._w.r = RTC()
     try:
         asyncio.run(main())
     except SystemExit as e:
@@ -157,14 +157,14 @@ elif scenario == "callback":
 
     sys.modules["machine"] = machine
     try:
-        crash.run(main, "2.0.1", 5, 4, 32)
+        crashrun.run(main, "2.0.1", 5, 4, 32)
     except SystemExit as e:
         print("RESET", e)
     show()
 
 elif scenario == "boot":
     d, boot = sys.argv[2], int(sys.argv[3])
-    crash.install("2.0.1", boot)
+    crashrun.install("2.0.1", boot)
     if sys.argv[4] == "keep":
         from fleetwire import board
 
@@ -184,8 +184,8 @@ elif scenario == "sweep":
     from norflash import NorFlash, PowerCut
 
     def record(boot):
-        crash.install("2.0.1", boot)
-        crash._s[2] = RTC()
+        crashrun.install("2.0.1", boot)
+        crash._w.r = RTC()
         crash.log("line")
         try:
             crash.log(1 // 0)

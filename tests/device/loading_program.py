@@ -34,9 +34,9 @@ elif scenario == "tls":
         ctx.load_verify_locations(cadata=f.read())
     kw["ssl"] = ctx
 elif scenario == "crash":
-    from fleetwire import crash
+    from fleetwire import crashrun
 
-    crash.install("1.0.0", 1)
+    crashrun.install("1.0.0", 1)
 c = MQTTClient("loading-" + scenario, host, port, keepalive=30, **kw)
 c.set_callback(lambda t, m: None)
 step("construct")

@@ -165,8 +165,8 @@ def test_a_power_cut_at_every_flash_write_leaves_each_record_whole_or_absent(boa
 
 
 def test_a_record_rtc_memory_cannot_hold_is_refused_at_install_not_at_the_crash():
-    from fleetwire import crash
+    from fleetwire import crashrun
 
     for size, lines, width in [(4096, 8, 64), (128, 2, 16), (1024, 16, 64), (1024, 0, 64)]:
         with pytest.raises(ValueError):
-            crash.install("1.0.0", 1, lines, width, size)
+            crashrun.install("1.0.0", 1, lines, width, size)

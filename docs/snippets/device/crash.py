@@ -1,7 +1,7 @@
 # Crash capture in a program of its own (fleetwire.runner does all of this by itself)
-from fleetwire import MQTTClient, crash, crashsend
+from fleetwire import MQTTClient, crash, crashrun, crashsend
 
-crash.install("1.0.0", boot=1, lines=4, width=48, size=768)  # all it will need, now
+crashrun.install("1.0.0", boot=1, lines=4, width=48, size=768)  # all it will need, now
 crashsend.keep()  # the last boot's record, if any: from RTC memory to flash
 client = MQTTClient("sensor-17", "broker.local", keepalive=30)
 client.connect()
@@ -21,4 +21,4 @@ def main():
     print(average([]))  # no readings yet: a ZeroDivisionError nobody catches
 
 
-crash.run(main)  # an exception out of main() is recorded, then the board reset
+crashrun.run(main)  # an exception out of main() is recorded, then the board reset
