@@ -1,0 +1,154 @@
+"""Why boards crash, from the crash records the collector lands (LANDING/_crashes/, one JSON file
+a record: fleetwire.crashsend's fields, the collector's rx_ts). Three small tables:
+
+- crashes: one row a record, with its signature: the exception's type and its innermost frame,
+  `ZeroDivisionError in step (app.py)`. A `.mpy` built with -O3 says line 1 of every frame,
+  so a line is kept only when the build kept them (`in step (app.py:42)`). Resets without an
+  exception (kind power_on, watchdog, brownout, panic) are rows too, with no signature: they
+  are no crash of the program, and vitals count them already.
+- crash_signatures: per release and signature: crashes, devices, first and last seen, and a
+  sample (the first record's traceback and log tail).
+- crash_releases: per release: the devices the telemetry saw on it (firmware_cohort), those
+  with a crash on it, crash-free devices in percent, crashes.
+
+The files are few (one a crash, not a record a minute): every run, incremental ones too, reads
+them all and rewrites the tables whole, so they are always those of every record landed."""
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from fleetwire.host.analytics import storage
+
+DIR = "_crashes"  # fleetwire.host.fleet.collector.CRASHES
+TABLES = ["crashes", "crash_signatures", "crash_releases"]
+
+SCHEMA = T.StructType(
+    [
+        T.StructField("device_id", T.StringType()),
+        T.StructField("boot_id", T.LongType()),
+        T.StructField("crash_id", T.LongType()),
+        T.StructField("kind", T.StringType()),
+        T.StructField("fw_version", T.StringType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("message", T.StringType()),
+        T.StructField("traceback", T.StringType()),
+        T.StructField("log", T.ArrayType(T.StringType())),
+        T.StructField("uptime_s", T.LongType()),
+        T.StructField("heap_free", T.LongType()),
+        T.StructField("rx_ts", T.LongType()),
+    ]
+)
+
+# the innermost frame: the last `File "...", line N, in f` of the traceback
+_FRAME = r'(?s).*File "([^"]*)", line (\d+), in (\S+)'
+
+
+def read(spark, store, landing):
+    """The crash records under LANDING/_crashes/ (an empty frame when there are none)."""
+    d = storage.join(landing, DIR)
+    if not store.exists(d) or not [f for f in store.listdir(d) if str(f).endswith(".json")]:
+        return spark.createDataFrame([], SCHEMA)
+    return spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(storage.join(d, "*.json"))
+
+
+def crashes(raw):
+    """One row a record, with location and signature (null for a reset without an exception)."""
+    tb = F.coalesce(F.col("traceback"), F.lit(""))
+    path, line, fn = (F.regexp_extract(tb, _FRAME, i) for i in (1, 2, 3))
+    base = F.regexp_extract(path, r"([^/\\]*)$", 1)
+    where = F.when(line == "1", base).otherwise(F.concat(base, F.lit(":"), line))
+    location = F.when(fn == "", F.lit(None)).otherwise(F.concat(fn, F.lit(" ("), where, F.lit(")")))
+    exc = F.col("kind") == "exception"
+    return raw.select(
+        "device_id",
+        "boot_id",
+        "crash_id",
+        "kind",
+        "fw_version",
+        "type",
+        "message",
+        F.when(exc, location).alias("location"),
+        F.when(exc, F.concat_ws(" in ", F.col("type"), F.coalesce(location, F.lit("?")))).alias("signature"),
+        "traceback",
+        F.concat_ws("\n", F.coalesce(F.col("log"), F.array())).alias("log_tail"),
+        "uptime_s",
+        "heap_free",
+        "rx_ts",
+    )
+
+
+def signatures(rows):
+    """Per release and signature: crashes, devices, first/last seen, a sample."""
+    first = F.struct("rx_ts", "device_id", "boot_id", "crash_id", "traceback", "log_tail")
+    return (
+        rows.filter(F.col("signature").isNotNull())
+        .groupBy("fw_version", "signature", "type", "location")
+        .agg(
+            F.count("*").alias("crashes"),
+            F.countDistinct("device_id").alias("devices"),
+            F.min("rx_ts").alias("first_seen"),
+            F.max("rx_ts").alias("last_seen"),
+            F.min(first).alias("_s"),
+        )
+        .select(
+            "fw_version",
+            "signature",
+            "type",
+            "location",
+            "crashes",
+            "devices",
+            "first_seen",
+            "last_seen",
+            F.col("_s.traceback").alias("sample_traceback"),
+            F.col("_s.log_tail").alias("sample_log"),
+        )
+    )
+
+
+def releases(rows, cohort):
+    """Per release the telemetry saw (firmware_cohort: fw_version, devices): devices that
+    crashed on it, crash-free devices in percent, crashes."""
+    hit = (
+        rows.filter(F.col("signature").isNotNull())
+        .groupBy("fw_version")
+        .agg(F.countDistinct("device_id").alias("crashed_devices"), F.count("*").alias("crashes"))
+    )
+    seen = cohort.select("fw_version", "devices")
+    both = seen.join(hit, "fw_version", "full_outer").fillna(0, ["crashed_devices", "crashes"])
+    devices = F.greatest(F.coalesce(F.col("devices"), F.lit(0)), F.col("crashed_devices"))
+    return both.select(
+        "fw_version",
+        devices.alias("devices"),
+        "crashed_devices",
+        F.when(devices > 0, 100.0 * (devices - F.col("crashed_devices")) / devices).alias(
+            "crash_free_devices_pct"
+        ),
+        "crashes",
+    )
+
+
+def write(spark, store, landing, out, write_table):
+    """The three tables from every crash record landed, beside the others (write_table(df, path):
+    the job's write, one file each)."""
+    rows = crashes(read(spark, store, landing)).persist()
+    try:
+        write_table(rows, storage.join(out, "crashes"))
+        write_table(signatures(rows), storage.join(out, "crash_signatures"))
+        cohort = spark.read.parquet(storage.join(out, "firmware_cohort"))
+        write_table(releases(rows, cohort), storage.join(out, "crash_releases"))
+    finally:
+        rows.unpersist()
+
+
+def top(sig_rows, version, baseline=None):
+    """The top signature of `version` (crash_signatures rows, as dicts), preferring one the
+    baseline release does not have (a new crash) -> (row, new) or (None, False)."""
+    old = {r["signature"] for r in sig_rows if r["fw_version"] == baseline}
+    mine = sorted(
+        (r for r in sig_rows if r["fw_version"] == version),
+        key=lambda r: (-int(r["devices"]), -int(r["crashes"]), r["signature"]),
+    )
+    new = [r for r in mine if r["signature"] not in old]
+    if new:
+        return new[0], True
+    return (mine[0], False) if mine else (None, False)
