@@ -162,6 +162,8 @@ def _capture(cfg, vitals, version):
         return None
     if once("crashsend", "keep", vitals._cause, vitals._st["boot_id"]) == "exception":
         vitals._cause = "panic"  # the runner's reset after a crash reads as a deliberate one
+    if cfg.get("crash_print"):
+        from . import crashprint  # noqa: F401 (print() feeds the log ring from now on)
     return crash
 
 

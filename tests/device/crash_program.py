@@ -4,6 +4,7 @@
 #   random SEED N     N exceptions raised at random depths, of random types, each taken with
 #                     the heap locked (allocating anything would raise MemoryError instead)
 #   memory            a MemoryError from filling the heap, taken while it is still full
+#   print             print() feeds the log ring (fleetwire.crashprint)
 #   asyncio           a task that ends with an exception nobody awaits
 #   callback HOST PORT   the client's callback raises inside check_msg(), under crashrun.run()
 #   boot DIR BOOT     (a virtual board's machine on the path) catch, or with "keep" move the
@@ -89,6 +90,21 @@ if scenario == "random":
         except Exception as e:
             locked(e)
         show()
+
+elif scenario == "print":
+    crashrun.install("2.0.1", 8, 4, 32)
+    crash._w.r = RTC()
+    from fleetwire import crashprint  # noqa: F401
+
+    print("reading", 3, "of", 5)
+    print("to a file stays out", file=sys.stderr)
+    crash.log("logged")
+    print("x" * 40)
+    try:
+        print(1 // 0)
+    except ZeroDivisionError as e:
+        locked(e)
+    show()
 
 elif scenario == "memory":
     crashrun.install("2.0.1", 3)

@@ -85,6 +85,13 @@ def test_a_memory_error_under_real_heap_pressure_is_recorded(board_lib):
     assert r["log"] == ["filling the heap"]
 
 
+def test_print_feeds_the_log_ring_with_crashprint(board_lib):
+    out = run(board_lib, "print")
+    assert "reading 3 of 5" in out  # the console still has it
+    (r,) = records(out)
+    assert r["log"] == ["reading 3 of 5", "logged", "x" * 32]  # each cut to the ring's width
+
+
 def test_an_asyncio_task_that_ends_with_an_exception_is_recorded_and_resets(board_lib):
     out = run(board_lib, "asyncio")
     assert "RESET reset" in out  # on a board, machine.reset()

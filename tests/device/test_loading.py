@@ -38,6 +38,7 @@ FEATURES = {
     "crashrun",  # install() and run() for a program of its own
     "crashsend",  # a boot's crash records to flash and to the broker: the runner's
     "crashfile",  # crash records in a file where a port has no RTC memory (the unix port)
+    "crashprint",  # print() feeding the crash record's log: "crash_print": true
 }
 # what the plain program loads, all of it at import
 PLAIN = {"client", "session", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
