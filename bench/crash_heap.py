@@ -9,7 +9,8 @@ Prints one line a figure: import (the module), install (its state and buffers, a
 installs it: fleetwire.crashsend loaded for the call and dropped, its interned names stay),
 buffers (what the program sized: the record, its log ring inside it), resident (all of it,
 after log() and a crash taken with the heap locked), capture (resident less the buffers),
-log+catch (what logging and a crash add: 0), crashsend (loaded again, while records wait).
+log+catch (what logging and a crash add: 0), crashsend (loaded again, while records wait);
+then the names each step interned (in the heap figures above them).
 """
 
 import argparse
@@ -46,10 +47,21 @@ def main():
     if r.returncode:
         sys.exit(r.stdout + r.stderr)
     print("%s, lines=%d width=%d size=%d" % (os.path.basename(binary), a.lines, a.width, a.size))
+    names, label = {}, None
     for line in r.stdout.splitlines():
         if line.startswith("HEAP "):
             _, what, n = line.split()
             print("  %-10s %6s bytes" % (what, n))
+        elif line.startswith("QSTR "):
+            label = line.split()[1]
+        elif line.startswith("qstr pool:") and label:
+            f = dict(kv.split("=") for kv in line.split(":", 1)[1].replace(",", " ").split())
+            names[label] = (int(f["n_qstr"]), int(f["n_str_data_bytes"]))
+    for a, b in (("start", "import"), ("import", "install")):
+        if a in names and b in names:
+            n, data = names[b][0] - names[a][0], names[b][1] - names[a][1]
+            # each name: its bytes and a NUL (data), and in the pool a pointer, a hash, a length
+            print("  names interned by %-8s %3d, %4d bytes (+ about %d in the pool)" % (b, n, data, n * 6))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 # bench/crash_heap.py's device side: what crash capture holds, from .mpy. Prints
-# "HEAP <what> <bytes>" (gc.mem_alloc() after a collection, differences).
+# "HEAP <what> <bytes>" (gc.mem_alloc() after a collection, differences), and before each
+# measured step "QSTR <when>" then micropython.qstr_info()'s line (the interned names).
 import gc
 import sys
 
@@ -34,12 +35,18 @@ o = RTC()
 for n in range(400):
     setattr(o, "w%d" % n, 0)
 o = e = None
+print("QSTR start")
+micropython.qstr_info()
 m0 = mem()
 from fleetwire import crash  # noqa: E402
 
 m1 = mem()
+print("QSTR import")
+micropython.qstr_info()
 once("crashsend", "install", crash._w, "1.4.2", 12, lines, width, size)  # as the runner does
 m2 = mem()
+print("QSTR install")
+micropython.qstr_info()
 for _ in range(lines * 2):
     crash.log("a log line")
 try:

@@ -8,7 +8,8 @@
 #   same name), then RTC memory is marked moved ("F" stays, "C" goes: the crash ids go on
 #   from it). Without one, a reset the board did not choose (power on, watchdog, panic,
 #   brownout: vitals' reset_cause) is recorded with its cause and no traceback.
-#   Sender publishes the oldest file on fleet/<device>/crash at QoS 1, and removes it when
+#   Sender publishes the oldest file on fleet/<device>/crash at QoS 1, the record's bytes as
+#   they are (the collector decodes them: no decoder, no JSON on the board), and removes it when
 #   the broker acknowledged it; a reset or a lost link before that sends it again (the
 #   session's store resends the first copy too). So a record can land twice, never zero
 #   times; the collector keeps one per key (device_id, boot_id, crash_id).
@@ -29,50 +30,19 @@ CAUSES = ("exception", "power_on", "watchdog", "panic", "brownout")  # the recor
 KEEP = 4
 
 
-def parse(b):
-    """A record's bytes -> dict, or None when there is none or its sum does not check."""
+def ok(b):
+    """Whether b is a record: "FC", its sum, its offsets in order (the host decodes it:
+    fleetwire.host.fleet.crashrec)."""
     if len(b) < 32 or b[0] != 70 or b[1] != 67:
-        return None
+        return False
     c = bytearray(b)
     c[6] = c[7] = 0
-    if sum16(c) != b[6] | b[7] << 8:
-        return None
-
-    def u(i, k):
-        return int.from_bytes(bytes(b[i : i + k]), "little")
-
-    def text(x):
-        return bytes(x).decode("utf-8", "replace")
-
-    t, r, m = u(4, 2), u(28, 2), u(30, 2)
-    n, wd, nxt = b[25], b[26], b[27]
-    ring = len(b) - n * wd
-    if not 32 <= r <= m <= t <= ring:
-        return None
-    log = []
-    for k in range(n if b[24] == 0 else 0):  # a reset's record: the log was not its boot's
-        j = ring + (nxt + k) % n * wd
-        line = bytes(b[j : j + wd]).split(b"\0")[0]
-        if line:
-            log.append(text(line))
-    typ, _, msg = text(b[r:m]).partition(": ")
-    return {
-        "crash_id": u(2, 2),
-        "boot_id": u(8, 4),
-        "uptime_s": u(12, 4),
-        "heap_free": u(16, 4),
-        "heap_largest": u(20, 4) or None,
-        "kind": CAUSES[b[24]] if b[24] < len(CAUSES) else "unknown",
-        "fw_version": text(b[32:r]),
-        "type": typ or None,
-        "message": msg if typ else None,
-        "traceback": text(b[m:t]) or None,
-        "log": log,
-    }
+    r, m, t = b[28] | b[29] << 8, b[30] | b[31] << 8, b[4] | b[5] << 8
+    return sum16(c) == b[6] | b[7] << 8 and 32 <= r <= m <= t <= len(b) - b[25] * b[26]
 
 
 def sum16(b):
-    """Fletcher-16 of b (crash.catch() computes it in line)."""
+    """Fletcher-16 of b (crash.catch() computes it in line; crashrec.sum16 on the host)."""
     x = y = 0
     for i in range(len(b)):
         x = (x + b[i]) % 255
@@ -123,6 +93,23 @@ def install(w, release="", boot=0, lines=8, width=64, size=1024):
     w.t = b
 
 
+def fit(b, room):
+    """The record to send, at most `room` bytes: without the free bytes between the traceback
+    and the log ring, and with the traceback's head cut ("..." then its end, where it failed)
+    when the client's max_packet leaves less room. The sum is made anew."""
+    ring = len(b) - b[25] * b[26]
+    m, t = b[30] | b[31] << 8, b[4] | b[5] << 8
+    over = t + len(b) - ring - room
+    tb = bytes(b[m:t])
+    if over > 0:
+        tb = b"..." + tb[min(over + 3, len(tb)) :]
+    r = bytearray(b[:m]) + tb + b[ring:]
+    _put(r, 4, m + len(tb), 2)
+    _put(r, 6, 0, 2)
+    _put(r, 6, sum16(r), 2)
+    return r
+
+
 def _files(d, t=False):
     # the records waiting, oldest first (a boot's, then its crash ids); t: the ".t" files a
     # power cut left half-written instead
@@ -164,7 +151,7 @@ def keep(cause=None, boot=0, d="crash"):
     m = w.r.memory()
     if len(m) > 4 and m[0] == 70:  # crash ids go on from the last record's, even a moved one's
         b[2], b[3] = m[2], m[3]
-    if parse(m) is not None:
+    if ok(m):
         _write(d, m)
         m = bytearray(m)
         m[1] = 0  # moved: the crash id stays for the next record to go on from
@@ -185,16 +172,6 @@ def keep(cause=None, boot=0, d="crash"):
         _write(d, r)
         return cause
     return None
-
-
-def payload(d, device_id, ts=None):
-    """A parsed record as the JSON the collector lands."""
-    import json
-
-    r = dict(d)
-    r["device_id"] = device_id
-    r["ts"] = ts
-    return json.dumps(r).encode()
 
 
 class Sender:
@@ -242,17 +219,21 @@ class Sender:
         for f in _files(self.d):
             p = self.d + "/" + f
             with open(p, "rb") as fh:
-                r = parse(fh.read())
-            if r is None:  # cannot happen through keep(); never send it, never keep it
+                r = fh.read()
+            if not ok(r):  # cannot happen through keep(); never send it, never keep it
                 os.remove(p)
                 self.left -= 1
                 continue
-            try:
-                self.pid = self.c.publish(
-                    "fleet/%s/crash" % self.id, payload(r, self.id), False, 1, block=False
-                )
+            t = "fleet/%s/crash" % self.id
+            try:  # the record's bytes: the collector decodes them
+                self.pid = self.c.publish(t, fit(r, self.c.max_packet - len(t) - 7), False, 1, block=False)
             except MQTTException:  # QueueFull, StoreFull: the next step tries again
                 return False
+            except ValueError as e:  # a max_packet too small for even its head: never sendable
+                print("crash: record %s dropped: %s" % (f, e))
+                os.remove(p)
+                self.left -= 1
+                continue
             self.f = p
             return True
         self.left = 0

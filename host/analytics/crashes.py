@@ -1,11 +1,15 @@
 """Why boards crash, from the crash records the collector lands (LANDING/_crashes/, one JSON file
 a record: fleetwire.crashsend's fields, the collector's rx_ts). Three small tables:
 
-- crashes: one row a record, with its signature: the exception's type and its innermost frame,
-  `ZeroDivisionError in step (app.py)`. A `.mpy` built with -O3 says line 1 of every frame,
-  so a line is kept only when the build kept them (`in step (app.py:42)`). Resets without an
-  exception (kind power_on, watchdog, brownout, panic) are rows too, with no signature: they
-  are no crash of the program, and vitals count them already.
+- crashes: one row a record, with its signature: the exception's type and its innermost frame's
+  function and file, `ZeroDivisionError in step (app.py)`, and the frame's location, which
+  adds the line when the build kept line numbers (`step (app.py:42)`; a `.mpy` built with -O3
+  says line 1 of every frame). With the release's symbol map (host/rig/symbols.py: `fleetwire
+  bundle` writes it beside the bundle; a directory of them, `symbols=`), the frame is named by
+  the map: `ZeroDivisionError in App.step (app.py)`, located `App.step (app.py:40-45)`. Lines
+  stay out of the signature, so a crash keeps its signature from one release to the next.
+  Resets without an exception (kind power_on, watchdog, brownout, panic) are rows too, with no
+  signature: they are no crash of the program, and vitals count them already.
 - crash_signatures: per release and signature: crashes, devices, first and last seen, and a
   sample (the first record's traceback and log tail).
 - crash_releases: per release: the devices the telemetry saw on it (firmware_cohort), those
@@ -13,6 +17,8 @@ a record: fleetwire.crashsend's fields, the collector's rx_ts). Three small tabl
 
 The files are few (one a crash, not a record a minute): every run, incremental ones too, reads
 them all and rewrites the tables whole, so they are always those of every record landed."""
+
+import os
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -51,15 +57,74 @@ def read(spark, store, landing):
     return spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(storage.join(d, "*.json"))
 
 
-def crashes(raw):
-    """One row a record, with location and signature (null for a reset without an exception)."""
+def symbol_maps(spark, d):
+    """The symbol maps in directory d (*symbols.json of a release: `fleetwire bundle` writes
+    <bundle>.symbols.json) -> a frame per (fw_version, file, function): _sym_name (qualified
+    names, " or " between those of one name), _sym_where (with paths and lines). None: no d."""
+    if not d:
+        return None
+    from fleetwire.host.rig import symbols
+
+    rows = []
+    for f in sorted(os.listdir(d)):
+        if not f.endswith("symbols.json"):
+            continue
+        m = symbols.load(os.path.join(d, f))
+        if not m.get("release"):  # a build's map names no release: it cannot be told which
+            continue
+        for name, mods in m["files"].items():
+            for mod in mods:
+                for q, fn, first, last in mod["functions"]:
+                    rows.append((m["release"], name, fn, q, mod["path"], first, last))
+    schema = "fw_version string, _base string, _fn string, q string, path string, first long, last long"
+    df = spark.createDataFrame(rows, schema)
+    base = F.regexp_extract("path", r"([^/\\]*)$", 1)
+    return df.groupBy("fw_version", "_base", "_fn").agg(
+        F.concat_ws(" or ", F.sort_array(F.collect_set(F.concat("q", F.lit(" ("), base, F.lit(")"))))).alias(
+            "_sym_name"
+        ),
+        F.concat_ws(
+            " or ",
+            F.sort_array(
+                F.collect_set(
+                    F.concat("q", F.lit(" ("), base, F.lit(":"), "first", F.lit("-"), "last", F.lit(")"))
+                )
+            ),
+        ).alias("_sym_where"),
+    )
+
+
+def crashes(raw, maps=None):
+    """One row a record, with location and signature (null for a reset without an exception);
+    maps: symbol_maps()."""
     tb = F.coalesce(F.col("traceback"), F.lit(""))
-    path, line, fn = (F.regexp_extract(tb, _FRAME, i) for i in (1, 2, 3))
-    base = F.regexp_extract(path, r"([^/\\]*)$", 1)
-    where = F.when(line == "1", base).otherwise(F.concat(base, F.lit(":"), line))
-    location = F.when(fn == "", F.lit(None)).otherwise(F.concat(fn, F.lit(" ("), where, F.lit(")")))
+    rows = raw.select(
+        "*",
+        F.regexp_extract(F.regexp_extract(tb, _FRAME, 1), r"([^/\\]*)$", 1).alias("_base"),
+        F.regexp_extract(tb, _FRAME, 2).alias("_line"),
+        F.regexp_extract(tb, _FRAME, 3).alias("_fn"),
+    )
+    if maps is not None:
+        rows = rows.join(maps, ["fw_version", "_base", "_fn"], "left")
+    else:
+        rows = rows.select(
+            "*", F.lit(None).cast("string").alias("_sym_name"), F.lit(None).cast("string").alias("_sym_where")
+        )
+    fn, base, line = F.col("_fn"), F.col("_base"), F.col("_line")
+    name = F.coalesce("_sym_name", F.concat(fn, F.lit(" ("), base, F.lit(")")))
+    where = F.coalesce(
+        "_sym_where",
+        F.concat(
+            fn,
+            F.lit(" ("),
+            base,
+            F.when(line == "1", F.lit("")).otherwise(F.concat(F.lit(":"), line)),
+            F.lit(")"),
+        ),
+    )
     exc = F.col("kind") == "exception"
-    return raw.select(
+    known = fn != ""
+    return rows.select(
         "device_id",
         "boot_id",
         "crash_id",
@@ -67,8 +132,10 @@ def crashes(raw):
         "fw_version",
         "type",
         "message",
-        F.when(exc, location).alias("location"),
-        F.when(exc, F.concat_ws(" in ", F.col("type"), F.coalesce(location, F.lit("?")))).alias("signature"),
+        F.when(exc & known, where).alias("location"),
+        F.when(exc, F.concat_ws(" in ", F.col("type"), F.when(known, name).otherwise(F.lit("?")))).alias(
+            "signature"
+        ),
         "traceback",
         F.concat_ws("\n", F.coalesce(F.col("log"), F.array())).alias("log_tail"),
         "uptime_s",
@@ -127,10 +194,10 @@ def releases(rows, cohort):
     )
 
 
-def write(spark, store, landing, out, write_table):
+def write(spark, store, landing, out, write_table, symbols=None):
     """The three tables from every crash record landed, beside the others (write_table(df, path):
-    the job's write, one file each)."""
-    rows = crashes(read(spark, store, landing)).persist()
+    the job's write, one file each); symbols: a directory of release symbol maps."""
+    rows = crashes(read(spark, store, landing), symbol_maps(spark, symbols)).persist()
     try:
         write_table(rows, storage.join(out, "crashes"))
         write_table(signatures(rows), storage.join(out, "crash_signatures"))

@@ -66,9 +66,19 @@ def check_record(topic, payload):
 
 
 def check_crash(topic, payload):
-    """A crash record (fleetwire.crashsend) -> (record dict, None) or (None, reason)."""
+    """A crash record -> (record dict, None) or (None, reason). A board sends the record's
+    bytes as fleetwire.crash took them ("FC" first: decoded by crashrec.parse, the device
+    from the topic); a simulated device, its JSON."""
     if len(payload) > MAX_RECORD:
         return None, "crash record of %d bytes is over %d" % (len(payload), MAX_RECORD)
+    if payload[:2] == b"FC":
+        from fleetwire.host.fleet.crashrec import parse
+
+        m = _CRASH_RE.match(topic)
+        rec = parse(payload, m.group(1) if m else None)
+        if rec is None:
+            return None, "a crash record whose sum or offsets do not check (%d bytes)" % len(payload)
+        payload = json.dumps(rec)
     try:
         rec = json.loads(payload)
     except (ValueError, UnicodeDecodeError) as e:

@@ -61,24 +61,39 @@ def test_crash_records_become_tables_grouped_by_signature_and_release(spark, lan
     crash(root, devices[3], 21, 1, new, "KeyError", ("device/sensor.py", 42, "read"))  # a build with lines
     crash(root, devices[4], 22, 1, old, "KeyError", ("device/sensor.py", 42, "read"))
     crash(root, devices[5], 23, 1, new, kind="watchdog")  # a reset, no crash of the program
+    # the new release's symbol map (fleetwire bundle writes it): what step() in app.py is
+    maps = tmp_path / "symbols"
+    maps.mkdir()
+    m = {
+        "format": 1,
+        "release": new,
+        "files": {"app.py": [{"path": "app.py", "functions": [["App.step", "step", 40, 45]]}]},
+    }
+    (maps / ("app-%s.symbols.json" % new)).write_text(json.dumps(m))
     out = tmp_path / "out"
-    job.run(spark, job.Config(input=str(root), out=str(out), log=lambda m: None))
+    job.run(spark, job.Config(input=str(root), out=str(out), symbols=str(maps), log=lambda m: None))
 
     rows = read(out, "crashes")
     assert len(rows) == 7
     sig = {r["signature"] for r in rows}
-    assert sig == {"ZeroDivisionError in step (app.py)", "KeyError in read (sensor.py:42)", None}
+    assert sig == {"ZeroDivisionError in App.step (app.py)", "KeyError in read (sensor.py)", None}
+    where = {r["location"] for r in rows}
+    assert where == {
+        "App.step (app.py:40-45)",
+        "read (sensor.py:42)",
+        None,
+    }  # a line where the build kept them
     (wd,) = [r for r in rows if r["kind"] == "watchdog"]
     assert wd["signature"] is None and wd["location"] is None
     assert [r["log_tail"] for r in rows if r["signature"]][0] == "reading 3\naveraging"
 
     by = {(r["fw_version"], r["signature"]): r for r in read(out, "crash_signatures")}
-    z = by[(new, "ZeroDivisionError in step (app.py)")]
+    z = by[(new, "ZeroDivisionError in App.step (app.py)")]
     assert (z["crashes"], z["devices"]) == (4, 3)
     assert (z["first_seen"], z["last_seen"]) == (1_700_000_010_000, 1_700_000_020_000)
     assert z["sample_traceback"].endswith("ZeroDivisionError: divide by zero\n")
     assert z["sample_log"] == "reading 3\naveraging"
-    assert by[(old, "KeyError in read (sensor.py:42)")]["devices"] == 1
+    assert by[(old, "KeyError in read (sensor.py)")]["devices"] == 1
     assert len(by) == 3  # the watchdog reset is no signature
 
     rel = {r["fw_version"]: r for r in read(out, "crash_releases")}
@@ -90,16 +105,16 @@ def test_crash_records_become_tables_grouped_by_signature_and_release(spark, lan
     page = (out / "report.html").read_text()
     assert (
         "Why boards crash" in page
-        and "ZeroDivisionError in step (app.py)</code>: 3 devices, 4 crashes" in page
+        and "ZeroDivisionError in App.step (app.py)</code>: 3 devices, 4 crashes" in page
     )
     assert "reading 3\naveraging" in page
 
     # the rollout gate's pick: the top signature of a release, a new one first
     sigs = read(out, "crash_signatures")
     top, is_new = crashes.top(sigs, new, old)
-    assert (top["signature"], is_new) == ("ZeroDivisionError in step (app.py)", True)
+    assert (top["signature"], is_new) == ("ZeroDivisionError in App.step (app.py)", True)
     top, is_new = crashes.top(sigs, old, new)
-    assert (top["signature"], is_new) == ("KeyError in read (sensor.py:42)", False)
+    assert (top["signature"], is_new) == ("KeyError in read (sensor.py)", False)  # the same crash on both
 
 
 def test_an_incremental_run_keeps_the_crash_tables_whole(spark, landing, tmp_path):

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from fleetwire.host.fleet.crashrec import parse
 from fleetwire.host.portable import PATH as PORTABLE
 from fleetwire.host.rig.vboard import EMUL
 from support import device_command
@@ -33,7 +34,7 @@ def run(board_lib, *args, heap_kb=0, cwd=None, env_extra=None, path_first=None):
 
 
 def records(lines):
-    return [json.loads(x[4:]) for x in lines if x.startswith("REC ")]
+    return [parse(bytes.fromhex(x[4:])) for x in lines if x.startswith("REC ")]
 
 
 def lcg(seed):
@@ -133,8 +134,6 @@ def test_the_record_outlives_a_reset_not_a_power_cut_and_resets_are_recorded(boa
         return [x.split()[1] for x in out if x.startswith("KEPT ")]
 
     def kept():
-        from fleetwire.crashsend import parse
-
         d = fs / "crash"
         return {f: parse((d / f).read_bytes()) for f in sorted(os.listdir(d))} if d.exists() else {}
 
@@ -177,3 +176,44 @@ def test_a_record_rtc_memory_cannot_hold_is_refused_at_install_not_at_the_crash(
     for size, lines, width in [(4096, 8, 64), (128, 2, 16), (1024, 16, 64), (1024, 0, 64)]:
         with pytest.raises(ValueError):
             crashrun.install("1.0.0", 1, lines, width, size)
+
+
+def record(size=1024, lines=4, width=32, tb_frames=30):
+    # a record as catch() leaves it, its traceback long (frames f0..fN, innermost last)
+    import struct
+
+    from fleetwire.host.fleet.crashrec import sum16
+
+    release, msg = b"2.0.1", b"ZeroDivisionError: divide by zero"
+    tb = b"Traceback (most recent call last):\n"
+    tb += b"".join(b'  File "app.py", line 1, in f%d\n' % i for i in range(tb_frames)) + msg + b"\n"
+    b = bytearray(size)
+    ring = size - lines * width
+    r, m = 32 + len(release), 32 + len(release) + len(msg)
+    tb = tb[-(ring - m) :]  # what fits, as catch() keeps it
+    t = m + len(tb)
+    b[0:2] = b"FC"
+    struct.pack_into("<HHHIIII", b, 2, 9, t, 0, 17, 60, 30000, 0)
+    b[25], b[26] = lines, width
+    struct.pack_into("<HH", b, 28, r, m)
+    b[32:t] = release + msg + tb
+    b[ring : ring + 4] = b"last"
+    struct.pack_into("<H", b, 6, sum16(b))
+    return bytes(b)
+
+
+def test_a_record_is_sent_in_the_room_the_client_has_its_traceback_cut_at_the_head():
+    from fleetwire.crashsend import fit
+
+    whole = parse(record(tb_frames=3), "d")
+    sent = fit(record(tb_frames=3), 10000)
+    assert parse(sent, "d") == whole and len(sent) < 1024  # the free bytes stay home
+    long = parse(record(), "d")
+    for room in (1000, 600, 300):  # max_packet less the topic and the packet's head
+        sent = fit(record(), room)
+        got = parse(sent, "d")
+        assert len(sent) <= room and got["log"] == long["log"] == ["last"]
+        assert got["traceback"].startswith("...") and got["traceback"].endswith(
+            ", in f29\nZeroDivisionError: divide by zero\n"
+        )
+        assert (got["type"], got["crash_id"], got["boot_id"]) == ("ZeroDivisionError", 9, 17)

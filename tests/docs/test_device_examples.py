@@ -127,10 +127,10 @@ def test_a_crash_is_recorded_and_sent_once_after_the_reset(board_lib, own_broker
     for _ in range(2):  # it crashes each time; the second run sends the first crash
         r = micropython.run([script], lib=board_lib, heap=DEVICE_HEAP, cwd=str(tmp_path), timeout=60)
         assert (r.returncode, r.stderr) == (1, "reset\n")  # SystemExit: the unix port has no machine.reset()
-    import json
+    from fleetwire.host.fleet.crashrec import parse
 
     (m,) = observer.wait_for(1, timeout=10)
-    r = json.loads(m[1])
+    r = parse(m[1], "sensor-17")  # the record's bytes, as the collector decodes them
     assert (r["device_id"], r["kind"], r["type"], r["fw_version"]) == (
         "sensor-17",
         "exception",

@@ -5,6 +5,7 @@ with `--board PORT --board-broker HOST:PORT` on a real one (see docs/guides/hil.
 import json
 import time
 
+from fleetwire.host.fleet.crashrec import parse
 from fleetwire.host.testing.hil import device_config, wait
 
 ECHO_APP = """
@@ -136,7 +137,7 @@ def test_a_crash_in_the_app_is_recorded_reset_and_landed_once(hil_board, hil_bro
     w.wait_for("main: crashed", 30)  # recorded, then the runner resets the board
     assert wait(lambda: [m for m in hil_observer.messages if m[0] == topic], 30), w.text[-2000:]
     time.sleep(1.5)  # a second copy would come by now
-    recs = [json.loads(m[1]) for m in hil_observer.messages if m[0] == topic]
+    recs = [parse(m[1], cfg["device_id"]) for m in hil_observer.messages if m[0] == topic]
     (r,) = {(x["device_id"], x["boot_id"], x["crash_id"]): x for x in recs}.values()  # one key
     assert (r["kind"], r["type"], r["fw_version"]) == ("exception", "ZeroDivisionError", "3.1.0")
     assert r["traceback"].rstrip().endswith("ZeroDivisionError: divide by zero")
