@@ -49,11 +49,31 @@ SCHEMA = T.StructType(
 _FRAME = r'(?s).*File "([^"]*)", line (\d+), in (\S+)'
 
 
-def read(spark, store, landing):
+SEEN = "_crash_files.json"  # OUT/: the crash files the tables were made from
+
+
+def files(store, landing):
+    """The crash records' file names under LANDING/_crashes/ (a listing: no Spark job)."""
+    return [f for f in store.listdir(storage.join(landing, DIR)) if str(f).endswith(".json")]
+
+
+def changed(store, landing, out):
+    """Whether the crash files differ from those the tables were last made from (an
+    incremental run with no new telemetry writes the crash tables only then)."""
+    import json
+
+    seen = storage.join(out, SEEN)
+    if not store.exists(seen):
+        return True
+    return json.loads(store.read_text(seen)) != files(store, landing)
+
+
+def read(spark, store, landing, names=None):
     """The crash records under LANDING/_crashes/ (an empty frame when there are none)."""
-    d = storage.join(landing, DIR)
-    if not store.exists(d) or not [f for f in store.listdir(d) if str(f).endswith(".json")]:
+    names = files(store, landing) if names is None else names
+    if not names:
         return spark.createDataFrame([], SCHEMA)
+    d = storage.join(landing, DIR)
     return spark.read.schema(SCHEMA).option("mode", "DROPMALFORMED").json(storage.join(d, "*.json"))
 
 
@@ -197,7 +217,10 @@ def releases(rows, cohort):
 def write(spark, store, landing, out, write_table, symbols=None):
     """The three tables from every crash record landed, beside the others (write_table(df, path):
     the job's write, one file each); symbols: a directory of release symbol maps."""
-    rows = crashes(read(spark, store, landing), symbol_maps(spark, symbols)).persist()
+    import json
+
+    names = files(store, landing)
+    rows = crashes(read(spark, store, landing, names), symbol_maps(spark, symbols)).persist()
     try:
         write_table(rows, storage.join(out, "crashes"))
         write_table(signatures(rows), storage.join(out, "crash_signatures"))
@@ -205,6 +228,7 @@ def write(spark, store, landing, out, write_table, symbols=None):
         write_table(releases(rows, cohort), storage.join(out, "crash_releases"))
     finally:
         rows.unpersist()
+    store.write_text(storage.join(out, SEEN), json.dumps(names))
 
 
 def top(sig_rows, version, baseline=None):
