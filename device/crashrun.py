@@ -1,7 +1,7 @@
 # Crash capture for a program of its own (fleetwire.runner needs none of it): install(), and
-# run(main), which records what main() raises and resets the board. Loaded by the first use
-# of crash.install or crash.run, or by install() in a program on asyncio: _end is the
-# loop's exception handler, for a task that ends with an exception nobody awaits.
+# run(main), which records what main() raises and resets the board. Loaded by such a program,
+# or by install() in a program on asyncio: end() is the loop's exception handler, for a task
+# that ends with an exception nobody awaits.
 from . import crash
 
 
@@ -14,8 +14,8 @@ def install(release="", boot=0, lines=8, width=64, size=1024):
     crashsend.install(crash._w, release, boot, lines, width, size)
 
 
-def _end(e, c=None):
-    # record e (or, as the asyncio loop's exception handler, c["exception"]), and reset
+def end(e, c=None):
+    """Record e (or, as the asyncio loop's exception handler, c["exception"]), and reset."""
     if c is not None:
         e = c["exception"]
     crash.catch(e)
@@ -36,4 +36,4 @@ def run(main, *args):
     try:
         main()
     except Exception as e:
-        _end(e)
+        end(e)

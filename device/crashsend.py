@@ -87,9 +87,9 @@ def install(w, release="", boot=0, lines=8, width=64, size=1024):
     except ImportError:  # the unix port has none
         pass
     if "asyncio" in sys.modules:  # a task that ends with an exception nobody awaits
-        from .crashrun import _end
+        from .crashrun import end
 
-        sys.modules["asyncio"].get_event_loop().set_exception_handler(_end)
+        sys.modules["asyncio"].get_event_loop().set_exception_handler(end)
     w.t = b
 
 
