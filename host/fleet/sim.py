@@ -112,6 +112,7 @@ class Simulator:
         self.rng = random.Random(seed)
         self.sent = self.acked = self.errors = self.publish_fail = 0
         self.boots = self.crashes = self.drops = 0
+        self.crash_records = 0  # crash records sent (fleet/<id>/crash)
         self.last_error = None
         self.done = None
         self.stopping = False
@@ -214,6 +215,7 @@ class Simulator:
             "publish_fail": self.publish_fail,
             "boots": self.boots,
             "crashes": self.crashes,
+            "crash_records": self.crash_records,
             "wifi_drops": self.drops,
             "simulated_hours": round(self.hours, 2),
             "boards": self.boards.ids if self.boards else [],

@@ -5,7 +5,7 @@ each identity its own topics:
 
     a board <id>     publishes fleet/<id>/<name> (one level: telemetry, status, ...) and
                      fleet/<id>/data/#; reads only fleet/<id>/cmd/# and fleet/<id>/ota/#
-    a collector      reads fleet/+/telemetry
+    a collector      reads fleet/+/telemetry and fleet/+/crash
     the operator     reads fleet/#; alone publishes commands (fleet/+/cmd/#) and updates
                      (fleet/+/ota/#, reserved for over-the-air updates)
 
@@ -46,9 +46,10 @@ def acl_text(operators=("operator",), collectors=("collector",)):
         pki.check_name(name, "collector name")
         lines += [
             "",
-            "# a collector: the fleet's telemetry, nothing else",
+            "# a collector: the fleet's telemetry and crash records, nothing else",
             "user %s" % name,
             "topic read fleet/+/telemetry",
+            "topic read fleet/+/crash",
         ]
     for name in operators:
         pki.check_name(name, "operator name")

@@ -118,3 +118,24 @@ def test_the_updater_is_enabled_over_a_connected_client_and_waits_for_an_offer(
     # 96 KB at least (94 before signed releases: bench/README.md, "Signed releases")
     out = example(board_lib, "device/ota.py", own_broker.host, own_broker.port, tmp_path, heap="100K")
     assert out.strip() == "updater idle: True"
+
+
+def test_a_crash_is_recorded_and_sent_once_after_the_reset(board_lib, own_broker, tmp_path, make_observer):
+    observer = make_observer(own_broker)
+    observer.subscribe("fleet/sensor-17/crash", 1)
+    script = pointed("device/crash.py", own_broker.host, own_broker.port, tmp_path / "crash.py")
+    for _ in range(2):  # it crashes each time; the second run sends the first crash
+        r = micropython.run([script], lib=board_lib, heap=DEVICE_HEAP, cwd=str(tmp_path), timeout=60)
+        assert (r.returncode, r.stderr) == (1, "reset\n")  # SystemExit: the unix port has no machine.reset()
+    from fleetwire.host.fleet.crashrec import parse
+
+    (m,) = observer.wait_for(1, timeout=10)
+    r = parse(m[1], "sensor-17")  # the record's bytes, as the collector decodes them
+    assert (r["device_id"], r["kind"], r["type"], r["fw_version"]) == (
+        "sensor-17",
+        "exception",
+        "ZeroDivisionError",
+        "1.0.0",
+    )
+    assert ", in average\n" in r["traceback"] and r["log"] == ["averaging 0 readings"]
+    assert os.listdir(str(tmp_path / "crash")) == []  # sent: nothing waits

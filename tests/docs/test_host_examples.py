@@ -3,6 +3,7 @@ the page says so, on the MicroPython unix port too), the example pytest tests as
 suite, and the shell examples line by line against the real `fleetwire` command, in a
 directory of their own."""
 
+import json
 import os
 import signal
 import subprocess
@@ -259,3 +260,32 @@ def test_the_example_tests_are_collected_here():
     assert test_the_board_reports_its_vitals.__module__ == "test_my_board"
     assert test_a_cut_link_loses_nothing.__module__ == "test_with_proxy"
     assert all(os.path.exists(os.path.join(SNIPPETS, n)) for n in EXAMPLE_TESTS)
+
+
+def test_the_symbolicate_example_names_the_source_lines_and_function_of_each_frame(tmp_path):
+    from fleetwire.host.rig import build
+
+    build.build(str(tmp_path / "build"), mpy=True)  # as fleetwire bundle builds a release's tree
+    os.rename(str(tmp_path / "build" / build.SYMBOLS), str(tmp_path / "app-1.5.0.symbols.json"))
+    tb = (
+        "Traceback (most recent call last):\n"
+        '  File "app.py", line 14, in step\n'
+        '  File "client.py", line 1, in publish\n'
+        "QueueFull: the queue is full\n"
+    )
+    (tmp_path / "crash.json").write_text(json.dumps({"traceback": tb}))
+    path = os.path.join(SNIPPETS, "host/symbolicate.py")
+    r = subprocess.run(
+        [sys.executable, path, "crash.json", "app-1.5.0.symbols.json"],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[1] == '  File "app.py", line 14, in step'  # built with its lines: as it was
+    assert out[2].startswith('  File "device/client.py", line ') and out[2].endswith(
+        " (MQTTClient.publish), in publish"
+    )
+    assert out[3] == "QueueFull: the queue is full"
