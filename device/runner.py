@@ -7,6 +7,9 @@
 # releases offered on fleet/<id>/ota/offer, and a new one on trial must connect and get
 # its first vitals record acknowledged within ota_confirm_s (default 120) or it is reset
 # and rolled back.
+# With "cert_renew_days" in config.json (and mutual TLS), the board's certificate is renewed
+# over the air that many days before it expires, or when the operator orders it
+# (fleetwire.tls.watch).
 # A module, not main.py itself: loaded as .mpy it needs no compiler heap on the board.
 import gc
 import json
@@ -60,6 +63,10 @@ def tls(cfg):
     tls_key the board's own certificate (mutual TLS); None without TLS."""
     if not cfg.get("tls_ca") and not cfg.get("tls_cert"):
         return None
+    if cfg.get("tls_cert") and cfg.get("cert_renew_days") is not None:
+        from .tls.watch import settle
+
+        settle(cfg["tls_cert"])  # a certificate switch a power cut interrupted
     from .identity import Context
 
     return Context(cfg)
@@ -150,7 +157,7 @@ def main(path="config.json"):
 
         def retry(attempt, delay_ms):
             # the client retries by itself; a refused certificate is worth a line, once per reason
-            why = ctx.last
+            why = client.ssl.last  # (a renewal may have given the client another context)
             if why is None or type(why) is not said[0]:
                 said[0] = type(why) if why is not None else None
                 if why is not None:
@@ -168,11 +175,19 @@ def main(path="config.json"):
             client, cfg["device_id"], vitals, callback=getattr(client, "cb", None), cfg=cfg, boot_ms=t0
         )
         gc.collect()
+    ren = None
+    if ctx is not None and cfg.get("tls_cert") and cfg.get("cert_renew_days") is not None:
+        from .tls.watch import Watch
+
+        ren = Watch(client, cfg, getattr(client, "cb", None))  # certificates renewed over the air
+        gc.collect()
     online = True
     while True:
         vitals.step()
         if upd is not None:
             upd.step()
+        if ren is not None:
+            ren.step()
         if app is not None and hasattr(app, "step"):
             app.step(client)
         if wifi[0] and not board.wlan_up():
