@@ -12,7 +12,6 @@
 # need another 26-28 KB): DISCONNECT, connect with it, and on a refusal connect again with the
 # old one. Messages wait in the store meanwhile, as in any reconnection.
 import os
-import time
 
 try:
     from time import ticks_ms
@@ -21,15 +20,12 @@ except ImportError:
 
 from .. import identity
 from .check import info
-
-_DAY = 86400
+from .watch import due
 
 
 def run(w, m):
     if m is None:
-        if w.tell:
-            tell(w)
-        plan(w)
+        tell(w)
     elif m == b"":
         ask(w)
     else:
@@ -44,21 +40,6 @@ def run(w, m):
         elif k == b"renew":
             print("renew: ordered by the operator")
             ask(w)
-
-
-def plan(w):
-    # due: cert_renew_days before the certificate's end, by the board's clock
-    c = info(w.cfg["tls_cert"])
-    if c is None:
-        w.due = None
-        return
-    e = c[3]
-    try:
-        from calendar import timegm  # CPython: mktime would read the tuple as local time
-    except ImportError:
-        timegm = time.mktime  # MicroPython's is UTC
-    t = (int(e[:4]), int(e[4:6]), int(e[6:8]), int(e[8:10]), int(e[10:12]), int(e[12:14]), 0, 0, 0)
-    w.due = timegm(t) - w.cfg.get("cert_renew_days", 30) * _DAY
 
 
 def ask(w):
@@ -113,7 +94,7 @@ def take(w, der):
     c.ssl.cfg = cfg  # its refusals read the files by cfg's names
     print("renew: switched to the new certificate (serial %s, valid until %s)" % (new[0], new[3][:8]))
     tell(w)
-    plan(w)
+    w.due = due(cfg)
 
 
 def tell(w):
@@ -123,7 +104,10 @@ def tell(w):
     new, old = info(p), info(p + ".old")
     if new and old:
         w.c.publish(_topic(w, "cert_ok"), "ok %s %s" % (new[0], old[0]), False, 1, block=False)
-    os.remove(p + ".old")
+    try:
+        os.remove(p + ".old")
+    except OSError:  # told already
+        pass
     w.tell = False
 
 

@@ -36,6 +36,45 @@ def settle(p):
         os.rename(p + ".new" if has(p + ".new") else p + ".old", p)
 
 
+def _at(b, i):
+    # (start, end) of the value of the DER element at i
+    n = b[i + 1]
+    i += 2
+    if n & 0x80:
+        k = n & 0x7F
+        n = int.from_bytes(b[i : i + k], "big")
+        i += k
+    return i, i + n
+
+
+def due(cfg):
+    """When to ask: cert_renew_days before tls_cert's notAfter, on time.time()'s scale (the
+    board's clock: an unset one is years early, so it asks only when ordered); None when the
+    certificate cannot be read. Read here, not with fleetwire.tls.check: a board that has
+    nothing to renew loads none of the work's names."""
+    try:
+        with open(cfg["tls_cert"], "rb") as f:
+            b = f.read()
+        i = _at(b, _at(b, 0)[0])[0]  # TBSCertificate's first element
+        if b[i] == 0xA0:  # [0] version
+            i = _at(b, i)[1]
+        for _ in range(3):  # serial, signature algorithm, issuer
+            i = _at(b, i)[1]
+        i = _at(b, _at(b, i)[0])[1]  # validity: past notBefore
+        s, e = _at(b, i)
+        t = bytes(b[s:e]).decode()
+        if b[i] == 0x17:  # UTCTime YYMMDDHHMMSSZ
+            t = ("20" if int(t[:2]) < 50 else "19") + t
+        t = tuple(int(t[k : k + 2 if k else 4]) for k in (0, 4, 6, 8, 10, 12)) + (0, 0, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        from calendar import timegm  # CPython: time.mktime would read the tuple as local time
+    except ImportError:
+        timegm = time.mktime  # MicroPython's is UTC
+    return timegm(t) - cfg.get("cert_renew_days", 30) * 86400
+
+
 class Watch:
     """Watch(client, cfg, callback=None): subscribes to fleet/<id>/cert/# (QoS 1) and hands the
     other messages to callback (the program's own); call step() from the main loop."""
@@ -46,12 +85,11 @@ class Watch:
         self.cb = callback
         self.pre = ("fleet/%s/cert/" % cfg["device_id"]).encode()
         self.msg = None  # (topic, message) taken by step()
-        self.due = None  # time.time() from which to ask, set by fleetwire.tls.renew
+        self.due = due(cfg)  # time.time() from which to ask
         self.asked = None  # ticks_ms() of the last request
         self.tell = has(cfg["tls_cert"] + ".old")  # switched: the issuer must hear of it
         client.set_callback(self.on)
         client.subscribe(self.pre + b"#", 1)
-        self.run(None)  # when the certificate is due for renewal
 
     def on(self, topic, msg):
         if topic.startswith(self.pre):
@@ -70,7 +108,7 @@ class Watch:
                 self.run(b"")
 
     def run(self, m):
-        # None: plan (and tell); b"": ask; (topic, message): one of fleet/<id>/cert/#
+        # None: tell the issuer of a switch; b"": ask; (topic, message): one of fleet/<id>/cert/#
         from .. import identity
 
         try:

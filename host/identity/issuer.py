@@ -97,7 +97,8 @@ def report(ca, device_id, text):
     if len(w) < 2 or w[0] not in ("ok", "bad") or (w[0] == "ok" and len(w) != 3):
         raise Refused("%s's report %r is not 'ok NEW OLD' or 'bad NEW REASON'" % (device_id, text[:80]))
     try:  # the board writes a serial's bytes in hex (a leading 0 kept), the index as a number
-        w[1:3] = ["%x" % int(x, 16) for x in w[1:3]]
+        n = 3 if w[0] == "ok" else 2
+        w[1:n] = ["%x" % int(x, 16) for x in w[1:n]]
     except ValueError:
         raise Refused("%s's report %r: a serial is not hexadecimal" % (device_id, text[:80]))
     new = _entry(ca, w[1])

@@ -9,6 +9,7 @@
 #   micropython cert_cut_program.py OLD.der NEW.der KEY.der CA.der HOST PORT DEVICE_ID
 # Prints one line per cut ("cut k clean|partial old|new") and "done ops=N cuts=C old=O new=W";
 # any broken promise raises (exit 1).
+import gc
 import os
 import sys
 
@@ -131,6 +132,7 @@ def main():
                 if not f.dead:
                     raise
             unmount()
+            gc.collect()  # a file the cut left open is finalized now, on the dead flash
             f.power_on()
             mount(f)  # the boot
             watch.settle(P)

@@ -87,9 +87,11 @@ def boards(board_lib, identity_mosquitto, tmp_path):
     identity in tls/, as `fleetwire deploy --ca` writes it; stopped afterwards."""
     made = []
 
-    def make(device_id, issued, **cfg):
+    def make(device_id, issued, app=None, **cfg):
         where = tmp_path / device_id
         os.makedirs(where / "tls")
+        if app is not None:
+            (where / "app.py").write_text(app)
         shutil.copy(identity_mosquitto.ca_der, str(where / "tls" / "ca.der"))
         (where / "tls" / "cert.der").write_bytes(pki.der(issued.cert))
         pki.write_private(str(where / "tls" / "key.der"), pki.key_der(issued.key))
@@ -240,6 +242,31 @@ def test_a_failed_test_connection_keeps_the_old_certificate(
     n = len(telemetry(op, "renew-bad"))
     op.wait_until(lambda m: len(telemetry(op, "renew-bad")) >= n + 2, timeout=30)
     assert not fleet_ca.revoked(old.cert)
+
+
+# An app that says which fleetwire modules are loaded once set up, and in the main loop
+LOADED = """import sys
+def _loaded():
+    return " ".join(sorted(k[10:] for k in sys.modules if k.startswith("fleetwire.")))
+def setup(client):
+    print("STEP setup", _loaded())
+def step(client):
+    print("STEP loop", _loaded())
+    raise SystemExit(0)
+"""
+
+
+@pytest.mark.parametrize("renewal", [False, True])
+def test_renewal_loads_its_watch_only_when_on_and_its_work_only_while_it_runs(boards, fleet_ca, renewal):
+    issued = fleet_ca.issue("renew-load-%d" % renewal)
+    board = boards(issued.name, issued, app=LOADED, **({} if renewal else {"cert_renew_days": None}))
+    board.p.wait(60)
+    setup = set(board.wait_for("STEP setup").split()[2:])
+    loop = set(board.wait_for("STEP loop").split()[2:])
+    # the watch settles a switch a power cut interrupted, at boot; the work is not loaded
+    assert setup & {"tls.watch", "tls.renew", "tls.check"} == ({"tls.watch"} if renewal else set())
+    # on: the resident watch, and nothing of the work (it ran, to know when renewal is due, and went)
+    assert loop & {"tls.watch", "tls.renew", "tls.check"} == ({"tls.watch"} if renewal else set())
 
 
 def test_a_power_cut_at_every_flash_step_of_the_switch_leaves_a_working_identity(
