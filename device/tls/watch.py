@@ -85,6 +85,7 @@ class Watch:
         self.cb = callback
         self.pre = ("fleet/%s/cert/" % cfg["device_id"]).encode()
         self.msg = None  # (topic, message) taken by step()
+        self.cut = False  # a piece of a longer message came last
         self.due = due(cfg)  # time.time() from which to ask
         self.asked = None  # ticks_ms() of the last request
         self.tell = has(cfg["tls_cert"] + ".old")  # switched: the issuer must hear of it
@@ -93,7 +94,10 @@ class Watch:
 
     def on(self, topic, msg):
         if topic.startswith(self.pre):
-            self.msg = (bytes(topic), bytes(msg)) if not self.c.rest else (topic, None)
+            # a message longer than max_packet comes in pieces: it is refused (msg None) whole
+            cut = self.c.rest or self.cut
+            self.cut = self.c.rest != 0
+            self.msg = (bytes(topic), None if cut else bytes(msg))
         elif self.cb is not None:
             self.cb(topic, msg)
 
