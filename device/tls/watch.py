@@ -102,8 +102,10 @@ class Watch:
             self.cb(topic, msg)
 
     def step(self):
+        if self.tell:  # first: a switch would otherwise rename over the old file not told of
+            return self.run(None)
         m = self.msg
-        if m is not None or self.tell:
+        if m is not None:
             self.msg = None
             self.run(m)
         elif self.due is not None and time.time() >= self.due:
