@@ -119,6 +119,10 @@ class Watch:
 
         try:
             identity.load("tls.renew").run(self, m)
+        except Exception as e:  # noqa: BLE001 - the board runs on with the certificate it has
+            print("renew: not done:", type(e).__name__, e)
+            self.tell = False  # the next boot tells again (the old file is still there)
+            self.asked = ticks_ms()  # and a request waits for cert_retry_s
         finally:
             identity.drop("tls.renew")
             identity.drop("tls.check")

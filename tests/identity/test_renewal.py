@@ -68,6 +68,16 @@ class Board:
                 return line
         raise AssertionError("no %r within %s s:\n%s" % (text, timeout, "\n".join(self.lines)))
 
+    def said(self):
+        """Every line so far."""
+        while True:
+            try:
+                line = self._q.get_nowait()
+            except queue.Empty:
+                return self.lines
+            if line is not None:
+                self.lines.append(line)
+
     def cert(self):
         with open(os.path.join(self.dir, "tls", "cert.der"), "rb") as f:
             return x509.load_der_x509_certificate(f.read())
@@ -190,10 +200,13 @@ def test_a_board_renews_its_certificate_when_the_operator_orders_it(
     boards, issuer, fleet_ca, make_observer, identity_mosquitto, host_credentials, tmp_path
 ):
     old = fleet_ca.issue("renew-order")  # two years: not due
+    op = make_observer(identity_mosquitto)
+    op.subscribe("fleet/renew-order/telemetry", 1)
     board = boards("renew-order", old)
-    board.wait_for("main: connected")
-    time.sleep(2)
-    assert not any("renew:" in line for line in board.lines), board.lines
+    # its records follow its subscription to fleet/renew-order/cert/# on the connection
+    op.wait_until(lambda m: len(telemetry(op, "renew-order")) >= 2, timeout=60)
+    said = board.said()
+    assert "main: connected to localhost" in said and not any("renew:" in x for x in said), said  # not due
     cert, key = host_credentials("operator")
     b = identity_mosquitto
     order(["renew-order"], b.host, b.port, b.ca_pem, cert, key)  # `fleetwire ca order renew-order`
@@ -306,3 +319,24 @@ def test_a_power_cut_at_every_flash_step_of_the_switch_leaves_a_working_identity
     ops, cuts, on_old, on_new = (int(x) for x in m.groups())
     assert ops >= 3 and cuts == 2 * ops  # the new file, the renames, the old one's removal
     assert on_old + on_new == cuts and on_old and on_new  # before the switch the old, after it the new
+
+
+def test_a_certificate_the_board_cannot_read_or_another_boards_is_not_tried_and_the_old_one_stays(
+    boards, fleet_ca, make_observer, identity_mosquitto
+):
+    old = fleet_ca.issue("renew-junk")
+    op = make_observer(identity_mosquitto)
+    op.subscribe("fleet/renew-junk/#", 1)
+    board = boards("renew-junk", old)
+    # its first record follows its subscription to fleet/renew-junk/cert/# on the connection
+    op.wait_until(lambda m: telemetry(op, "renew-junk"), timeout=60)
+    op.publish("fleet/renew-junk/cert/new", b"\x30\x82\x01\x00 not a certificate", qos=1)
+    assert "not a DER certificate" in board.wait_for("renew: kept the old certificate")
+    other = fleet_ca.issue("renew-someone-else", record=False)
+    op.publish("fleet/renew-junk/cert/new", pki.der(other.cert), qos=1)
+    line = board.wait_for("its subject is not this board's")
+    assert "renew: kept the old certificate" in line
+    assert pki.der(board.cert()) == pki.der(old.cert) and board.leftovers() == []
+    n = len(telemetry(op, "renew-junk"))
+    op.wait_until(lambda m: len(telemetry(op, "renew-junk")) >= n + 2, timeout=30)
+    assert not any("main: reconnecting" in x or "Traceback" in x for x in board.said()), board.lines
