@@ -7,6 +7,9 @@
 # releases offered on fleet/<id>/ota/offer, and a new one on trial must connect and get
 # its first vitals record acknowledged within ota_confirm_s (default 120) or it is reset
 # and rolled back.
+# With "cert_renew_days" in config.json (and mutual TLS), the board's certificate is renewed
+# over the air that many days before it expires, or when the operator orders it
+# (fleetwire.tls.watch).
 # A module, not main.py itself: loaded as .mpy it needs no compiler heap on the board.
 import gc
 import json
@@ -60,6 +63,10 @@ def tls(cfg):
     tls_key the board's own certificate (mutual TLS); None without TLS."""
     if not cfg.get("tls_ca") and not cfg.get("tls_cert"):
         return None
+    if cfg.get("tls_cert") and cfg.get("cert_renew_days") is not None:
+        from .tls.watch import settle
+
+        settle(cfg["tls_cert"])  # a certificate switch a power cut interrupted
     from .identity import Context
 
     return Context(cfg)
@@ -213,7 +220,7 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
 
         def retry(attempt, delay_ms):
             # the client retries by itself; a refused certificate is worth a line, once per reason
-            why = ctx.last
+            why = client.ssl.last  # (a renewal may have given the client another context)
             if why is None or type(why) is not said[0]:
                 said[0] = type(why) if why is not None else None
                 if why is not None:
@@ -232,6 +239,12 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
         )
         gc.collect()
     snd = _sender(client, cfg) if cap is not None else None
+    ren = None
+    if ctx is not None and cfg.get("tls_cert") and cfg.get("cert_renew_days") is not None:
+        from .tls.watch import Watch
+
+        ren = Watch(client, cfg, getattr(client, "cb", None))  # certificates renewed over the air
+        gc.collect()
     online = True
     while True:
         vitals.step()
@@ -241,6 +254,8 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
             snd.step()
             if not snd.left:
                 snd = snd.close()
+        if ren is not None:
+            ren.step()
         if app is not None and hasattr(app, "step"):
             app.step(client)
         if wifi[0] and not board.wlan_up():

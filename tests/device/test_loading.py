@@ -19,6 +19,8 @@ FEATURES = {
     "tls",
     "tls.wrap",
     "tls.aio",
+    "tls.watch",  # certificates renewed over the air: the runner with cert_renew_days
+    "tls.renew",
     "dropold",
     "ring",
     "ring.store",

@@ -8,6 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
+
+from cryptography import x509
 
 from fleetwire.host.rig import micropython
 
@@ -104,6 +107,58 @@ def test_the_identity_example_makes_the_ca_the_broker_config_and_the_host_creden
         ["operator", "operator"],
     ]
     assert "PRIVATE KEY" not in out  # no command prints a key
+
+
+def test_the_renewal_example_serves_the_fleet_ca_and_orders_a_board_to_renew(
+    tmp_path, fleet_ca, identity_mosquitto, host_credentials, make_observer
+):
+    # the issuer (`ca serve`, in the background) and the order, against a broker that enforces
+    # identity; the board is played by a client with a board's certificate
+    import shutil
+
+    from fleetwire.host.identity import pki
+
+    me = "docs-renew-%d" % os.getpid()
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    cert, key = host_credentials("operator")
+    shutil.copy(cert, str(creds / "operator.pem"))
+    shutil.copy(key, str(creds / "operator.key"))
+    shutil.copy(identity_mosquitto.ca_pem, str(creds / "ca.pem"))
+    board = make_observer(identity_mosquitto, identity=(me, "device"))
+    old = pki.load_certificate(host_credentials(me, "device")[0])
+    board.subscribe("fleet/%s/cert/#" % me, 1)
+    b = identity_mosquitto
+    try:
+        shell(
+            "shell/identity_renew.sh",
+            tmp_path,
+            env={"FLEETWIRE_CA": fleet_ca.dir},
+            replace=[
+                ("broker.local:8883", "127.0.0.1:%d" % b.port),
+                ("sensor-17", me),
+                (
+                    '"systemctl reload mosquitto" &',
+                    '"kill -HUP %d" > serve.log 2>&1 & echo $! > serve.pid; sleep 3' % b.proc.pid,
+                ),
+            ],
+        )
+        board.wait_until(lambda m: any(x[0] == "fleet/%s/cert/renew" % me for x in m), timeout=30)
+        board.publish("fleet/%s/cert_req" % me, pki.der(old), qos=1)
+        got = board.wait_until(lambda m: any(x[0] == "fleet/%s/cert/new" % me for x in m), timeout=30)
+        new = x509.load_der_x509_certificate([x[1] for x in got if x[0].endswith("/cert/new")][0])
+        assert pki.common_name(new) == me and new.public_key() == old.public_key()
+        board.publish("fleet/%s/cert_ok" % me, "ok %x %x" % (new.serial_number, old.serial_number), qos=1)
+        deadline = time.monotonic() + 30
+        while not fleet_ca.revoked(old) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert fleet_ca.revoked(old) and not fleet_ca.revoked(new)
+    finally:
+        pid = tmp_path / "serve.pid"
+        if pid.exists():
+            os.kill(int(pid.read_text()), signal.SIGINT)
+    log = (tmp_path / "serve.log").read_text()
+    assert "issuing for fleetwire fleet CA" in log and "PRIVATE KEY" not in log
 
 
 def test_the_rollout_example_makes_the_release_key_and_bundles_the_app(tmp_path):

@@ -319,3 +319,22 @@ def test_no_board_may_take_a_service_name_even_before_the_service_has_a_certific
     with pytest.raises(pki.PKIError, match="operator identity"):
         ca.issue("ops-desk", "device")
     assert "user ops-desk" in (tmp_path / "broker" / "acl").read_text()
+
+
+def test_the_issuer_needs_the_operators_login_and_a_bounded_validity(tmp_path):
+    ca_dir = tmp_path / "ca"
+    assert cli("ca", "init", "--ca", ca_dir).returncode == 0
+    r = cli("ca", "serve", "--ca", ca_dir, "--broker", "127.0.0.1:1")
+    assert r.returncode == 2 and "logs in as the operator: --tls-ca, --cert and --key" in r.stderr
+    creds = tmp_path / "creds"
+    assert (
+        cli("ca", "issue", "operator", "--role", "operator", "--out", creds, "--ca", ca_dir).returncode == 0
+    )
+    login = ["--tls-ca", creds / "ca.pem", "--cert", creds / "operator.pem", "--key", creds / "operator.key"]
+    r = cli("ca", "serve", "--ca", ca_dir, "--broker", "127.0.0.1:1", "--days", "731", *login)
+    assert r.returncode == 2 and "--days: 1 to 730" in r.stderr
+    r = cli("ca", "order", "no/such", "--ca", ca_dir, "--broker", "127.0.0.1:1", *login)
+    assert r.returncode == 2 and "device id 'no/such'" in r.stderr
+    r = cli("ca", "order", "sensor-17", "--ca", ca_dir, "--broker", "127.0.0.1:%d" % free_port(), *login)
+    assert r.returncode == 2 and "cannot reach it" in r.stderr
+    assert "PRIVATE KEY" not in r.stdout + r.stderr
