@@ -166,7 +166,9 @@ def enable(client, device_id, callback=None, **kw):
     """Commands for a program with an MQTTClient: subscribe to fleet/<id>/cmd/run (QoS 1) and
     hand those messages to a Commands, the others to `callback` (the program's own).
     -> the Commands; register handlers with on(name, fn), call step() from the main loop.
-    Connect with clean_session=False, or commands sent while the board was away are lost."""
+    Call it and on() before connect(clean_session=False): the commands that waited at the broker
+    come right after the CONNACK. Then client.subscribe(cmds.t_run, 1) (enable() subscribes
+    when the client is already connected)."""
     kw.setdefault("max_packet", client.max_packet)
     c = Commands(device_id, lambda t, p: client.publish(t, p, False, 1, block=False), **kw)
     prev = client.on_delivered
@@ -182,5 +184,6 @@ def enable(client, device_id, callback=None, **kw):
 
     client.on_delivered = on_delivered
     client.set_callback(on_msg)
-    client.subscribe(c.t_run, 1)
+    if client.is_connected():
+        client.subscribe(c.t_run, 1)
     return c

@@ -102,7 +102,8 @@ class State:
 def enable(client, device_id, callback=None, **kw):
     """Desired state for a program with an MQTTClient: subscribe to fleet/<id>/cmd/desired
     (QoS 1) and hand those messages to a State, the others to `callback`. -> the State;
-    register handlers with on(section, fn), call step() from the main loop."""
+    register handlers with on(section, fn), call step() from the main loop. Subscribes when the
+    client is connected; before connect(), subscribe to s.t_des (QoS 1) once connected."""
     s = State(device_id, lambda t, p: client.publish(t, p, True, 1, block=False), **kw)
     s.due = True  # say what this board holds, once connected
 
@@ -111,5 +112,6 @@ def enable(client, device_id, callback=None, **kw):
             callback(topic, msg)
 
     client.set_callback(on_msg)
-    client.subscribe(s.t_des, 1)
+    if client.is_connected():
+        client.subscribe(s.t_des, 1)
     return s

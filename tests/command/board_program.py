@@ -15,7 +15,6 @@ import fleetwire.desired as desired
 host, port, dev = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 limit = int(sys.argv[4]) if len(sys.argv) > 4 else 60
 c = MQTTClient(dev, host, port, keepalive=30, reconnect=True, backoff_min=0.05, backoff_max=0.2)
-c.connect(clean_session=False)
 st = desired.enable(c, dev)
 cmds = cmd.enable(c, dev, callback=st.handle)  # the other messages go to the state
 stop = []
@@ -41,6 +40,9 @@ cmds.on("mark", mark)
 cmds.on("fail", fail)
 cmds.on("stop", lambda a: stop.append(1) or "stopping")
 st.on("config", config)
+c.connect(clean_session=False)  # after enable() and on(): what waited at the broker comes now
+c.subscribe(cmds.t_run, 1)
+c.subscribe(st.t_des, 1)
 print("ready")
 t0 = time.time()
 while time.time() - t0 < limit:

@@ -1,0 +1,176 @@
+"""Commands and desired state on a board: the real client with fleetwire.cmd and
+fleetwire.desired on the MicroPython unix port (80 KB heap, .mpy board tree) against a real
+mosquitto, the operator's side through fleetwire.host.command (board_program.py)."""
+
+import collections
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from support import device_command
+from fleetwire.host.command.operator import Operator
+
+PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "board_program.py")
+BOOT_S = 60  # a generous deadline for a board to come up on a loaded machine
+
+
+class Board:
+    """The board program in its own directory (its flash), started and stopped at will."""
+
+    def __init__(self, board_lib, broker, name, flash):
+        self.cmd, self.env = device_command("micropython", board_lib, PROGRAM)
+        self.args = [broker.host, str(broker.port), name, "120"]
+        self.flash = flash
+        self.name = name
+        self.p = None
+
+    def start(self):
+        self.p = subprocess.Popen(
+            self.cmd + self.args,
+            cwd=str(self.flash),
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ready = threading.Event()
+
+        def pump():
+            for line in self.p.stdout:
+                if line.startswith("ready"):
+                    ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        assert ready.wait(BOOT_S), "the board did not come up: %s" % self.p.stderr.read()
+        return self
+
+    def kill(self):
+        self.p.kill()
+        self.p.wait()
+
+    def wait(self):
+        assert self.p.wait(BOOT_S) == 0, self.p.stderr.read()
+
+    def runs(self):
+        try:
+            return collections.Counter(int(x) for x in (self.flash / "runs.txt").read_text().split())
+        except FileNotFoundError:
+            return collections.Counter()
+
+    def applied(self):
+        try:
+            return (self.flash / "applied.txt").read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
+
+@pytest.fixture
+def board(board_lib, mosquitto, tmp_path, request):
+    boards = []
+
+    def make(name):
+        b = Board(board_lib, mosquitto, "%s-%d" % (name, os.getpid()), tmp_path)
+        boards.append(b)
+        return b
+
+    yield make
+    for b in boards:
+        if b.p is not None and b.p.poll() is None:
+            b.kill()
+
+
+@pytest.fixture
+def op(mosquitto):
+    with Operator(mosquitto.host, mosquitto.port) as o:
+        yield o
+
+
+def test_a_command_is_answered_with_its_result_or_an_error_that_says_why(board, op):
+    b = board("answers").start()
+    assert op.run([b.name], "add", {"a": 2, "b": 40}, timeout=30)[b.name]["result"] == 42
+    a = op.run([b.name], "fail", timeout=30)[b.name]
+    assert (a["status"], a["error"]) == ("error", "ValueError: asked to fail")
+    a = op.run([b.name], "reboot-into-space", timeout=30)[b.name]
+    assert a["status"] == "error" and "no command 'reboot-into-space'" in a["error"]
+    op.run([b.name], "stop", timeout=30)
+    b.wait()
+
+
+def test_a_command_past_its_deadline_is_answered_expired_and_not_run(board, op):
+    b = board("expired").start()
+    op.run([b.name], "stop", timeout=30)
+    b.wait()  # the board is away; its session keeps what comes
+    late = op.send([b.name], "mark", {"n": 1}, deadline_s=1)
+    fresh = op.send([b.name], "mark", {"n": 2}, deadline_s=600)
+    time.sleep(2.5)
+    b.start()
+    got = op.wait({**late, **fresh}, timeout=30)
+    assert got[b.name]  # (both answered: one dict per board keeps the last; check by id)
+    by_id = {i: op.answers[i][1] for i in list(late) + list(fresh)}
+    assert by_id[next(iter(late))]["status"] == "expired"
+    assert by_id[next(iter(fresh))]["status"] == "ok"
+    assert b.runs() == {2: 1}
+    op.run([b.name], "stop", timeout=30)
+    b.wait()
+
+
+def test_commands_sent_while_the_board_is_away_wait_at_the_broker_and_run_once_each(board, op):
+    b = board("away").start()
+    op.run([b.name], "stop", timeout=30)
+    b.wait()
+    sent = {}
+    for n in range(5):
+        sent.update(op.send([b.name], "mark", {"n": n}))
+    b.start()
+    assert len(op.wait(sent, 60)) == 1 and all(i in op.answers for i in sent)
+    assert b.runs() == {n: 1 for n in range(5)}
+    op.run([b.name], "stop", timeout=30)
+    b.wait()
+
+
+def test_a_board_killed_while_commands_arrive_runs_none_twice_and_answers_every_one(board, op):
+    b = board("killed").start()
+    sent = {}
+    for n in range(30):
+        sent.update(op.send([b.name], "mark", {"n": n}))
+        if n == 12:
+            b.kill()  # a power cut, mid-stream: what was not acknowledged comes again
+            b.start()
+    op.wait(sent, 60)
+    answers = [op.answers[i][1] for i in sent if i in op.answers]
+    assert len(answers) == 30, "%d of 30 answered" % len(answers)
+    runs = b.runs()
+    assert all(c == 1 for c in runs.values()), runs
+    for a in answers:  # ok: it ran once; interrupted: the cut came while it ran, never again
+        assert a["status"] in ("ok", "interrupted"), a
+        if a["status"] == "ok":
+            assert runs[a["result"]] == 1
+    op.run([b.name], "stop", timeout=30)
+    b.wait()
+
+
+def test_desired_state_converges_after_an_outage_and_is_not_applied_again_after_a_reboot(board, op):
+    b = board("state").start()
+    assert op.wait_converged([b.name], 30) == []  # version 0: nothing desired yet
+    op.run([b.name], "stop", timeout=30)
+    b.wait()
+    op.set_desired([b.name], {"config": {"period_s": 30}})
+    v = op.set_desired([b.name], {"config": {"period_s": 10}})[b.name]
+    b.start()
+    assert op.wait_converged([b.name], 30) == [], op.drift([b.name])
+    assert op.reported(b.name)["version"] == v
+    # what the session held comes in order (each version once, none older), the newest last
+    applied = b.applied()
+    versions = [int(x.split()[0]) for x in applied]
+    assert versions == sorted(set(versions)) and applied[-1] == "%d 10" % v, applied
+    op.run([b.name], "stop", timeout=30)
+    b.wait()
+    b.start()  # the retained document again at the subscribe: the same version, not applied
+    time.sleep(1)
+    assert b.applied() == applied
+    op.set_desired([b.name], {"config": None})  # clean up the retained document's section
+    op.run([b.name], "stop", timeout=30)
+    b.wait()
