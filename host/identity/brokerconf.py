@@ -3,9 +3,12 @@ mutual TLS only (require_certificate), the certificate's CN as the user name
 (use_identity_as_username), the fleet CA's revocation list (crlfile) and an ACL that gives
 each identity its own topics:
 
-    a board <id>     publishes fleet/<id>/<name> (one level: telemetry, status, ...) and
-                     fleet/<id>/data/#; reads only fleet/<id>/cmd/# and fleet/<id>/ota/#
-    a collector      reads fleet/+/telemetry
+    a board <id>     publishes fleet/<id>/<name> (one level: telemetry, its command answers
+                     fleet/<id>/answer, its reported state fleet/<id>/reported, ...) and
+                     fleet/<id>/data/#; reads only fleet/<id>/cmd/# (its commands,
+                     fleet/<id>/cmd/run, and its desired state, fleet/<id>/cmd/desired) and
+                     fleet/<id>/ota/#
+    a collector      reads fleet/+/telemetry, and the answers and reported states it lands
     the operator     reads fleet/#; alone publishes commands (fleet/+/cmd/#) and updates
                      (fleet/+/ota/#, reserved for over-the-air updates)
 
@@ -23,6 +26,8 @@ from fleetwire.host.identity import pki
 # Board topics, in one place (the docs and the tests name them too).
 TELEMETRY = "fleet/%s/telemetry"
 COMMANDS = "fleet/%s/cmd/"
+ANSWER = "fleet/%s/answer"
+REPORTED = "fleet/%s/reported"
 OTA = "fleet/%s/ota/"
 
 
@@ -46,15 +51,17 @@ def acl_text(operators=("operator",), collectors=("collector",)):
         pki.check_name(name, "collector name")
         lines += [
             "",
-            "# a collector: the fleet's telemetry, nothing else",
+            "# a collector: the fleet's telemetry, command answers and reported states",
             "user %s" % name,
             "topic read fleet/+/telemetry",
+            "topic read fleet/+/answer",
+            "topic read fleet/+/reported",
         ]
     for name in operators:
         pki.check_name(name, "operator name")
         lines += [
             "",
-            "# the operator: reads everything; alone sends commands and updates",
+            "# the operator: reads everything; alone sends commands, desired state and updates",
             "user %s" % name,
             "topic read fleet/#",
             "topic write fleet/+/cmd/#",
