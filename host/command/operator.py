@@ -225,3 +225,25 @@ class Operator:
                 if not left or time.time() >= end:
                     return left
                 self.lock.wait(min(end - time.time(), 0.5))
+
+
+def read_devices(path):
+    """A devices file (one id a line, optionally ",group"; `fleetwire rollout`'s) -> ([ids], {id: group})."""
+    ids, groups = [], {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            dev, _, group = (x.strip() for x in line.partition(","))
+            if not dev or any(c in dev for c in "/+#"):
+                raise CommandError("%s line %d: %r is not a device id" % (path, n, dev))
+            ids.append(dev)
+            if group:
+                groups[dev] = group
+    return ids, groups
+
+
+def bar(done, total, width=24):
+    n = width * done // total if total else width
+    return "[%s%s] %d/%d" % ("#" * n, "." * (width - n), done, total)
