@@ -118,3 +118,29 @@ def test_the_updater_is_enabled_over_a_connected_client_and_waits_for_an_offer(
     # 96 KB at least (94 before signed releases: bench/README.md, "Signed releases")
     out = example(board_lib, "device/ota.py", own_broker.host, own_broker.port, tmp_path, heap="100K")
     assert out.strip() == "updater idle: True"
+
+
+def test_the_commands_example_answers_a_command_and_takes_its_desired_state(board_lib, own_broker, tmp_path):
+    import threading
+
+    from fleetwire.host.command.operator import Operator
+
+    out = []
+    t = threading.Thread(
+        target=lambda: out.append(
+            example(board_lib, "device/commands.py", own_broker.host, own_broker.port, tmp_path, timeout=90)
+        )
+    )
+    with Operator(own_broker.host, own_broker.port) as op:
+        t.start()
+        import time
+
+        end = time.time() + 60
+        while op.reported("sensor-17") is None and time.time() < end:  # version 0: subscribed
+            time.sleep(0.1)
+        sent = op.send(["sensor-17"], "add", {"a": 2, "b": 3})
+        assert op.wait(sent, 60)["sensor-17"]["result"] == 5
+        op.set_desired(["sensor-17"], {"config": {"period_s": 10}})
+        assert op.wait_converged(["sensor-17"], 60) == []
+    t.join(90)
+    assert out and out[0].strip() == "period 10"
