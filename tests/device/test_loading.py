@@ -33,6 +33,8 @@ FEATURES = {
     "runner",
     "errkinds",  # the exception classes a caller tells apart: loaded with the first error
     "errors",  # their documented home, loaded when a program names it (fleetwire.errors)
+    "cmd",  # commands (fleetwire.cmd), loaded by the program that enables them
+    "desired",  # desired state (fleetwire.desired)
     "feed",  # bytes in for the tests' and sweeps' drivers, never a client's
 }
 # what the plain program loads, all of it at import
@@ -91,6 +93,8 @@ def test_a_plain_program_loads_no_feature_module(board_lib, mosquitto):
         ("drop", "construct", {"dropold"}),  # drop_oldest=True
         ("unsubscribe", "unsubscribe", set()),  # in the core
         ("will", "connect", set()),  # in the core (CONNECT carries it)
+        ("commands", "enable", {"cmd"}),  # commands: enable() loads it, nothing else does
+        ("desired", "enable", {"desired"}),  # desired state: likewise
     ],
 )
 def test_each_option_or_call_loads_its_own_module(board_lib, mosquitto, scenario, step, modules):
