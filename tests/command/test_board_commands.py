@@ -249,3 +249,45 @@ def test_a_cut_at_every_byte_of_a_state_update_converges_and_applies_each_versio
     versions = [int(x.split()[0]) for x in b.applied()]
     assert versions == sorted(set(versions)) and versions[-1] == last[0], versions
     op.set_desired([b.name], {"config": None})
+
+
+def fleetwire(*args):
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "fleetwire.tools.cli"] + list(args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_fleetwire_cmd_and_state_reach_the_boards_of_a_group_and_say_which_did_not_answer(
+    board, mosquitto, tmp_path
+):
+    b = board("cli").start()
+    devices = tmp_path / "fleet.txt"
+    devices.write_text("%s,eu\nnowhere-%d,eu\nelsewhere,us\n" % (b.name, os.getpid()))
+    where = [
+        "--devices",
+        str(devices),
+        "--group",
+        "eu",
+        "--broker",
+        "%s:%d" % (mosquitto.host, mosquitto.port),
+    ]
+    rc, out, err = fleetwire("cmd", "add", "--args", '{"a": 1, "b": 2}', "--timeout", "10", *where)
+    assert rc == 1, (out, err)  # one board of the group never answered
+    assert "%s: ok 3" % b.name in out and "nowhere-%d: no answer within 10 s" % os.getpid() in out
+    assert "elsewhere" not in out and "1/2 answered" in err
+    one = ["--device", b.name, "--broker", "%s:%d" % (mosquitto.host, mosquitto.port)]
+    rc, out, err = fleetwire("state", "set", "config", '{"period_s": 5}', "--wait", "30", *one)
+    assert rc == 0 and "1/1 applied" in err, (out, err)
+    rc, out, err = fleetwire("state", "drift", *one)
+    assert rc == 0 and "0 of 1 boards drift" in out, (out, err)
+    rc, out, err = fleetwire("cmd", "add", "--args", "{not json", *one)
+    assert rc == 2 and "fleetwire cmd:" in err
+    fleetwire("state", "set", "config", "null", *one)
+    fleetwire("cmd", "stop", "--timeout", "30", *one)
+    b.wait()
