@@ -12,8 +12,8 @@
 # correlation data; the id stays in the payload, so a 3.1.1 operator reads either.
 #
 # Exactly once. The journal (a small JSON file, replaced whole: write, rename, atomic on
-# LittleFS) holds each command's id and its state: 0 running, 1 answered (the answer kept
-# until its PUBACK), 2 done. A command is journalled as running before its handler runs, and
+# LittleFS) holds the open commands, each [id, state, answer]: 0 running, 1 answered (the
+# answer kept until its PUBACK); and the ids done, the last `keep` of them. A command is journalled as running before its handler runs, and
 # all of it happens in the client's callback, before the command's PUBACK is written: a link
 # drop or a power cut redelivers it, and the journal says it ran. A cut while a handler ran
 # leaves "running": after the reboot the command is answered "interrupted", never run again.
@@ -55,9 +55,9 @@ class Commands:
         self.out = {}  # packet id -> the id of the answer it carries
         try:
             with open(journal) as f:
-                self.j = json.load(f)
+                self.j, self.d = json.load(f)
         except (OSError, ValueError):
-            self.j = []
+            self.j, self.d = [], []  # open: [id, 0 running | 1 answered, answer]; done: ids
         cut = 0
         for e in self.j:
             if e[1] == 0:  # the power failed while it ran
@@ -75,7 +75,7 @@ class Commands:
 
         t = self.path + ".tmp"
         with open(t, "w") as f:
-            json.dump(self.j, f)
+            json.dump((self.j, self.d), f)
         os.rename(t, self.path)
 
     def _ans(self, cid, status, result, error):
@@ -103,9 +103,11 @@ class Commands:
         except (ValueError, KeyError, TypeError) as e:
             print("cmd: a command without a usable id dropped:", _text(e))
             return True
+        if cid in self.d:
+            return True  # a repeat: it ran once
         for e in self.j:
             if e[0] == cid:
-                return True  # a repeat: it ran (or runs) once
+                return True
         e = [cid, 0, None]
         self.j.append(e)
         d = c.get("deadline")
@@ -140,20 +142,14 @@ class Commands:
         cid = self.out.pop(pid, None)
         if cid is None:
             return
-        n = 0
         for e in self.j:
             if e[0] == cid:
-                e[1] = 2
-                e[2] = None
-            n += e[1] == 2
-        j = self.j  # the oldest done ids go first
-        while n > self.keep:
-            for e in j:
-                if e[1] == 2:
-                    j.remove(e)
-                    n -= 1
-                    break
-        self.save()
+                self.j.remove(e)
+                self.d.append(cid)
+                if len(self.d) > self.keep:
+                    self.d.pop(0)  # the oldest done id goes first
+                self.save()
+                return
 
     def step(self):
         """From the main loop: send the answers due (after a reboot, or a full queue)."""

@@ -142,7 +142,7 @@ class Operator:
         deadline = None if deadline_s is None else int(time.time() + deadline_s)
         sent = {}
         for b in boards:
-            cid = uuid.uuid4().hex[:16]
+            cid = uuid.uuid4().hex[:12]  # 48 random bits: 32 bytes of a board's heap each in its journal
             body = {"id": cid, "name": name, "args": args, "deadline": deadline}
             self._publish(RUN % b, json.dumps(body, separators=(",", ":")))
             sent[cid] = b
