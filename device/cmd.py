@@ -14,12 +14,12 @@
 # Exactly once. The journal (a small JSON file, replaced whole: write, rename, atomic on
 # LittleFS) holds the open commands, each [id, state, answer]: 0 running, 1 answered (the
 # answer kept until its PUBACK); and the ids done, the last `keep` of them. A command is
-# journalled as running before its handler runs, and all of it happens in the client's callback, before the command's PUBACK is written: a link
-# drop or a power cut redelivers it, and the journal says it ran. A cut while a handler ran
-# leaves "running": after the reboot the command is answered "interrupted", never run again.
-# An answer whose PUBACK had not come is sent again after a reboot (the host counts one per id).
-# The journal keeps the last `keep` done ids: more than the broker can redeliver (those whose
-# PUBACK was not yet written: at most the client's 8 acks due).
+# journalled as running before its handler runs, all of it in the client's callback, before
+# the command's PUBACK is written: a link drop or a power cut redelivers it, and the journal
+# says it ran. A cut while a handler ran leaves "running": after the reboot the command is
+# answered "interrupted", never run again. An answer whose PUBACK had not come is sent again
+# after a reboot (the host counts one per id). `keep` done ids are more than the broker can
+# redeliver (those whose PUBACK was not yet written: at most the client's 8 acks due).
 import json
 import time
 
