@@ -10,6 +10,10 @@
 # With "cert_renew_days" in config.json (and mutual TLS), the board's certificate is renewed
 # over the air that many days before it expires, or when the operator orders it
 # (fleetwire.tls.watch).
+# With "commands": true, commands (fleetwire.cmd: "reboot" built in; app.py's
+# commands(cmds), if it has one, adds its own with cmds.on(name, fn)); with "desired": true, desired state
+# (fleetwire.desired), whose "config" section sets period_s (the vitals period) and loop_ms
+# without a redeploy.
 # A module, not main.py itself: loaded as .mpy it needs no compiler heap on the board.
 import gc
 import json
@@ -100,6 +104,22 @@ def _ota_state(cfg):
     from .ota.state import load as ota_load
 
     return ota_load() or {}
+
+
+def _remote(vitals, loop):
+    # the desired state's "config" section: what it may set, checked before any of it is used
+    def apply(c):
+        c = c or {}
+        for k in ("period_s", "loop_ms"):
+            v = c.get(k)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ValueError("%s must be a whole number of at least 1, not %r" % (k, v))
+        if c.get("period_s"):
+            vitals.every(c["period_s"])
+        if c.get("loop_ms"):
+            loop[0] = c["loop_ms"]
+
+    return apply
 
 
 def main(path="config.json"):
@@ -195,6 +215,36 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
         import app
     except ImportError:
         app = None
+    loop = [cfg.get("loop_ms", 200)]
+    reboot = []
+    st = cmds = None
+    other = [None]  # the app's own callback, set in its setup()
+
+    def route(t, m):
+        if (st is None or not st.handle(t, m)) and other[0] is not None:
+            other[0](t, m)
+
+    if cfg.get("desired"):
+        # before connect(): the documents that waited at the broker come right after CONNACK
+        from .desired import State
+
+        st = State(cfg["device_id"], lambda t, p: client.publish(t, p, True, 1, block=False))
+        st.due = True
+        apply = _remote(vitals, loop)
+        try:
+            apply(st.get("config"))
+        except ValueError as e:
+            print("main: desired config not used:", e)
+        st.on("config", apply)
+        client.set_callback(route)
+    if cfg.get("commands"):
+        from .cmd import enable as commands
+
+        cmds = commands(client, cfg["device_id"], callback=route)
+        cmds.on("reboot", lambda a: reboot.append(1) or "rebooting")
+        if app is not None and hasattr(app, "commands"):
+            app.commands(cmds)  # the app's own: cmds.on(name, fn)
+    ours = client.cb
     wifi = (cfg.get("wifi_ssid"), cfg.get("wifi_password", ""), cfg.get("wifi_timeout_ms", 20000))
     while True:
         try:
@@ -227,8 +277,14 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
                     print("main: reconnecting:", _why(why))
 
         client.on_reconnect = retry
+    for t in (cmds and cmds.t_run, st and st.t_des):
+        if t:
+            client.subscribe(t, 1)
     if app is not None and hasattr(app, "setup"):
         app.setup(client)
+        if ours is not None and client.cb is not ours:  # the app's callback gets the rest
+            other[0] = client.cb
+            client.set_callback(ours)
     upd = None
     if ota is not None:
         from .ota.agent import enable
@@ -256,6 +312,12 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
                 snd = snd.close()
         if ren is not None:
             ren.step()
+        if cmds is not None:
+            cmds.step()
+            if reboot and not client.pending:  # its answer is acknowledged: reset
+                vitals.deliberate_reset()
+        if st is not None:
+            st.step()
         if app is not None and hasattr(app, "step"):
             app.step(client)
         if wifi[0] and not board.wlan_up():
@@ -267,4 +329,4 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
         if not online:
             print("main: Wi-Fi back")
             online = True
-        client.loop(cfg.get("loop_ms", 200))
+        client.loop(loop[0])

@@ -166,6 +166,11 @@ class Vitals:
             self._buf = bytearray(size)
             self._mv = memoryview(self._buf)
 
+    def every(self, period_s):
+        """A new period (remote config): the next record comes period_s from now."""
+        self.period_s = int(period_s)
+        self._next = ticks_ms() + self.period_s * 1000
+
     def due(self):
         return ticks_diff(ticks_ms(), self._next) >= 0
 

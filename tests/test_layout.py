@@ -85,7 +85,7 @@ def test_build_mpy_writes_only_mpy(tmp_path):
 LAYERS = [
     {"portable", "identity"},  # MicroPython-capable helpers; the fleet's certificates
     {"rig", "brokers"},  # boards and their tools; brokers
-    {"fleet", "testing"},  # the fleet at run time; the test kit
+    {"fleet", "testing", "command"},  # the fleet at run time; the test kit; commands and desired state
     {"analytics"},  # the fleet report
     {"rollout"},  # releases, the update service, staged rollouts gated by the report
 ]

@@ -79,6 +79,12 @@ COMMANDS = {
         "rig",
         "write a mosquitto configuration that enforces fleet identity (mutual TLS, ACL, CRL)",
     ),
+    "cmd": (
+        "cmd",
+        "rig",
+        "send a command to boards (one, a group or a share of the fleet) and wait for the answers",
+    ),
+    "state": ("state", "rig", "get and set boards' desired state, and show drift"),
     "bundle": ("bundle", "rig", "build an app bundle (board tree + app) for over-the-air updates"),
     "rollout": (
         "rollout",

@@ -31,6 +31,11 @@ def add_arguments(p):
     )
     p.add_argument("--topic", default="fleet/+/telemetry", help="topic filter (default %(default)s)")
     p.add_argument("--fsync", action="store_true", help="fsync each file before its rename (power-cut safe)")
+    p.add_argument(
+        "--commands",
+        action="store_true",
+        help="also land command answers and reported states (fleet/+/answer, /reported) in _commands/",
+    )
     options.add_login(p, "collector")
 
 
@@ -60,6 +65,7 @@ def run(args):
             tls_ca=args.tls_ca,
             tls_cert=args.cert,
             tls_key=args.key,
+            commands=args.commands,
         )
         c.start()
     except (OSError, ValueError, RuntimeError) as e:

@@ -17,6 +17,10 @@ landing zone that `fleetwire report` reads, losing none.
 - Several collectors share the load with share="group" ($share/group/fleet/+/telemetry).
 - Crash records (fleet/+/crash, fleetwire.crashsend) land one file a crash,
   LANDING/_crashes/<device_id>.<boot_id>.<crash_id>.json: a copy sent again lands nothing.
+- With commands=True (`fleetwire collect --commands`) it also lands the boards' command
+  answers and reported states (fleet/+/answer, fleet/+/reported: fleetwire.host.command) in
+  LANDING/_commands/date=YYYY-MM-DD/<collector id>.ndjson, one line each with its device_id,
+  kind ("answer" or "reported") and rx_ts; the report's telemetry scan skips "_" folders.
 - On a broker that enforces fleet identity (`fleetwire broker-config`) it logs in with a
   certificate of its own (tls_cert/tls_key, `fleetwire ca issue collector --role collector`),
   checking the broker's against tls_ca; the broker's ACL lets it read telemetry only.
@@ -37,6 +41,7 @@ TOPIC = "fleet/+/telemetry"
 CRASH_TOPIC = "fleet/+/crash"
 CRASHES = "_crashes"  # LANDING/_crashes/<device_id>.<boot_id>.<crash_id>.json: one file a crash
 CRASH_KEY = (("device_id", str), ("boot_id", int), ("crash_id", int), ("kind", str))
+COMMAND_TOPICS = ("fleet/+/answer", "fleet/+/reported")
 MAX_RECORD = 64 * 1024
 _TYPES = {"string": (str,), "long": (int,), "double": (int, float)}
 _TOPIC_RE = re.compile(r"^fleet/([^/]+)/telemetry$")
@@ -125,6 +130,7 @@ class Collector(Subscriber):
         tls_ca=None,
         tls_cert=None,
         tls_key=None,
+        commands=False,
     ):
         if not re.match(r"^[A-Za-z0-9_.-]+$", collector_id):
             raise ValueError("collector id %r: use letters, digits, '_', '.', '-'" % collector_id)
@@ -133,6 +139,9 @@ class Collector(Subscriber):
         self.id = collector_id
         self.topic = ("$share/%s/%s" % (share, topic)) if share else topic
         self.crash_topic = ("$share/%s/%s" % (share, CRASH_TOPIC)) if share else CRASH_TOPIC
+        self.commands = (
+            [(("$share/%s/%s" % (share, t)) if share else t) for t in COMMAND_TOPICS] if commands else []
+        )
         self.clock = clock
         self.fsync = fsync
         self.received = self.landed = self.quarantined = self.files = 0
@@ -180,7 +189,7 @@ class Collector(Subscriber):
         self.stop()
 
     def subscriptions(self):
-        return [(self.topic, 1), (self.crash_topic, 1)]
+        return [(self.topic, 1), (self.crash_topic, 1)] + [(t, 1) for t in self.commands]
 
     def _on_disconnect(self, client, userdata, flags, rc, props):
         was, self.connected = self.connected, False
@@ -197,6 +206,9 @@ class Collector(Subscriber):
             if m.topic.endswith("/crash"):
                 self._crash(now, m.topic, m.payload)
                 return
+            parts = m.topic.split("/")
+            if self.commands and len(parts) == 3 and parts[2] in ("answer", "reported"):
+                return self._command(now, parts[1], parts[2], m)
             rec, reason = check_record(m.topic, m.payload)
             if rec is None:
                 self._quarantine(now, m.topic, m.payload, reason)
@@ -257,6 +269,20 @@ class Collector(Subscriber):
         with self._lock:
             for k in list(self._open):
                 self._close(k)
+
+    def _command(self, now, device, kind, m):
+        try:
+            body = json.loads(m.payload) if m.payload else None
+        except (ValueError, UnicodeDecodeError) as e:
+            return self._quarantine(now, m.topic, m.payload, "not JSON: %s" % e)
+        if body is not None and not isinstance(body, dict):
+            return self._quarantine(now, m.topic, m.payload, "not a JSON object")
+        d = os.path.join(self.landing, "_commands", _hour(now)[0])
+        os.makedirs(d, exist_ok=True)
+        line = {"rx_ts": now, "device_id": device, "kind": kind, "body": body}
+        with open(os.path.join(d, "%s.ndjson" % self.id), "a", encoding="utf-8") as f:
+            f.write(json.dumps(line, separators=(",", ":")) + "\n")  # before PUBACK, as records
+        self.landed += 1
 
     def _quarantine(self, now, topic, payload, reason):
         date, _ = _hour(now)

@@ -13,6 +13,7 @@ import time
 from fleetwire.aio import AsyncClient
 from fleetwire.ramstore import RamBlocks
 from fleetwire.ring.store import RingStore
+from fleetwire.cmd import Commands
 from fleetwire.vitals import RamState, Vitals
 
 RELEASES = ("1.4.2", "1.5.0")  # the fleet starts on the first; the rollout brings the second
@@ -99,6 +100,42 @@ class SimTarget:
         p = st.get("prev") or {}
         st["version"], st["sha"], st["prev"] = p.get("version"), p.get("sha"), None
         save()
+
+
+class SimCommands(Commands):
+    """fleetwire.cmd on a simulated device: the journal in the device's RAM (it survives the
+    device's reboots, as the file on a board's flash does), the answers through its AsyncClient.
+    Handlers: "ping" (-> the release the device runs) and "period" (args {"period_s"}: the
+    vitals period)."""
+
+    def __init__(self, dev):
+        self.dev = dev
+        self._n = 0
+        Commands.__init__(self, dev.id, self._publish, journal="")  # no file: RAM below
+        self.j, self.d = (list(x) for x in dev.journal)
+        self.on("ping", lambda args: dev.fw)
+        self.on("period", self._period)
+
+    def _period(self, args):
+        self.dev.vitals.period_s = int(args["period_s"])
+        return self.dev.vitals.period_s
+
+    def save(self):
+        self.dev.journal = ([list(e) for e in self.j], list(self.d))
+
+    def _publish(self, topic, payload):
+        # the pid comes once the client took it: a stand-in id until then (negative)
+        self._n -= 1
+        key = self._n
+        c = self.dev.client
+
+        async def go():
+            pid = await c.publish(topic, payload.encode(), qos=1, wait=False)
+            if key in self.out:
+                self.out[pid] = self.out.pop(key)
+
+        asyncio.get_running_loop().create_task(go())
+        return key
 
 
 class Clock:
@@ -212,6 +249,9 @@ class SimDevice:
             self.ota_states.save("keys", sim.release_keys)  # as deployed
         self.ota_target = SimTarget()
         self.updater = None
+        self.journal = ([], [])  # fleetwire.cmd's journal: survives reboots
+        self.cmds = None
+        self.subscribed = False
         self._ota_restart = False
         self._tell = False
         self.crash_id = 0
@@ -276,9 +316,16 @@ class SimDevice:
             self._crashed()
             sim.crashes += 1
             return "crash"
+        if sim.commands:  # before connect: the commands that waited come right after CONNACK
+            self.cmds = SimCommands(self)
+            c.set_callback(self._message)
         await c.connect(clean_session=False)
         sim.boots += 1
         await self._send_crashes()
+        if sim.commands:
+            await c.subscribe(self.cmds.t_run, 1)
+            self.cmds.step()  # answers of the last boot not acknowledged
+            self.subscribed = True  # from now on its commands wait in its session
         if sim.ota:
             await self._updates(c, v)
         while not sim.done.is_set():
@@ -348,7 +395,8 @@ class SimDevice:
                 u.handle(topic, b"".join(part))
                 part.clear()
 
-        c.set_callback(on_msg)
+        self._ota_msg = on_msg
+        c.set_callback(self._message)
         await c.subscribe(u.t_all, 1)
 
     def _crashed(self):
@@ -401,6 +449,14 @@ class SimDevice:
             self.crash_records.pop(0)
             self.sim.crash_records += 1
 
+    _ota_msg = None
+
+    def _message(self, topic, msg):
+        if self.cmds is not None and self.cmds.handle(topic, msg):
+            self.sim.commands_run += 1
+        elif self._ota_msg is not None:
+            self._ota_msg(topic, msg)
+
     async def _publish(self):
         sim, v, c = self.sim, self.vitals, self.client
         rec = bytes(v.make())
@@ -414,6 +470,8 @@ class SimDevice:
             sim.last_error = "%s: publish: %s: %s" % (self.id, type(e).__name__, e)
 
     def _delivered(self, pid):
+        if self.cmds is not None:
+            self.cmds.delivered(pid)
         v = self.vitals
         self.sim.acked += 1
         if pid == v._pid:

@@ -16,6 +16,10 @@ Time can be compressed: with speed=120 a device with a 60 s period publishes eve
 0.5 s of real time and the records' `ts` advance by 60 s each, so two minutes of
 real time make four simulated hours.
 
+Commands (commands=True): every device takes commands as a board does, with fleetwire.cmd itself
+(its journal in the device's RAM, surviving its reboots): "ping" answers the release it runs,
+"period" sets its vitals period; `commands_run` counts the command messages taken.
+
 Updates (ota=True): every device takes releases over MQTT as a board does, with fleetwire.ota
 itself (the signature, the offer, the chunks pulled in windows, the SHA-256, the trial and the
 rollback), its "flash" in RAM; release_keys is the key set each was deployed with
@@ -76,6 +80,7 @@ class Simulator:
         profiles=None,
         bad=(),
         release_keys=None,
+        commands=False,
     ):
         if boards and speed != 1:
             raise ValueError(
@@ -101,6 +106,8 @@ class Simulator:
         self.hours = duration * speed / 3600
         self.rollout = rollout  # (start, end) as fractions of the run; None: no built-in rollout
         self.ota = ota  # devices take releases over MQTT (fleetwire.ota)
+        self.commands = commands  # devices take commands (fleetwire.cmd: "ping", "period")
+        self.commands_run = 0  # command messages the devices took
         # the key set each device trusts (ota/keys.json: ReleaseKeys.key_set()), as deployed
         self.release_keys = release_keys
         self.profiles = {v: {"crash_per_hour": r, "boot_crash": 0.0} for v, r in CRASH_PER_HOUR.items()}

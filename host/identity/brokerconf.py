@@ -3,13 +3,16 @@ mutual TLS only (require_certificate), the certificate's CN as the user name
 (use_identity_as_username), the fleet CA's revocation list (crlfile) and an ACL that gives
 each identity its own topics:
 
-    a board <id>     publishes fleet/<id>/<name> (one level: telemetry, status, cert_req, ...)
-                     and fleet/<id>/data/#; reads only fleet/<id>/cmd/#, fleet/<id>/ota/#
-                     and fleet/<id>/cert/# (its renewed certificate)
-    a collector      reads fleet/+/telemetry and fleet/+/crash
-    the operator     reads fleet/#; alone publishes commands (fleet/+/cmd/#), updates
-                     (fleet/+/ota/#, reserved for over-the-air updates) and renewed
-                     certificates (fleet/+/cert/#, `fleetwire ca serve`)
+    a board <id>     publishes fleet/<id>/<name> (one level: telemetry, status, cert_req, its
+                     command answers fleet/<id>/answer, its reported state fleet/<id>/reported,
+                     ...) and fleet/<id>/data/#; reads only fleet/<id>/cmd/# (its commands,
+                     fleet/<id>/cmd/run, and its desired state, fleet/<id>/cmd/desired),
+                     fleet/<id>/ota/# and fleet/<id>/cert/# (its renewed certificate)
+    a collector      reads fleet/+/telemetry and fleet/+/crash, and the answers and reported
+                     states it lands
+    the operator     reads fleet/#; alone publishes commands and desired state
+                     (fleet/+/cmd/#), updates (fleet/+/ota/#, reserved for over-the-air
+                     updates) and renewed certificates (fleet/+/cert/#, `fleetwire ca serve`)
 
 The ACL's patterns hold for every identity (%u is its CN), so a collector or operator has a
 board's rights on fleet/<its name>/ too; `fleetwire ca` keeps a board from taking a service's
@@ -25,6 +28,8 @@ from fleetwire.host.identity import pki
 # Board topics, in one place (the docs and the tests name them too).
 TELEMETRY = "fleet/%s/telemetry"
 COMMANDS = "fleet/%s/cmd/"
+ANSWER = "fleet/%s/answer"
+REPORTED = "fleet/%s/reported"
 OTA = "fleet/%s/ota/"
 CERT = "fleet/%s/cert/"  # the issuer -> a board: cert/new, cert/refused; the operator: cert/renew
 CERT_REQ = "fleet/%s/cert_req"  # a board -> the issuer: its certificate, to be renewed
@@ -54,16 +59,18 @@ def acl_text(operators=("operator",), collectors=("collector",)):
         pki.check_name(name, "collector name")
         lines += [
             "",
-            "# a collector: the fleet's telemetry and crash records, nothing else",
+            "# a collector: the fleet's telemetry, crash records, command answers and reported states",
             "user %s" % name,
             "topic read fleet/+/telemetry",
             "topic read fleet/+/crash",
+            "topic read fleet/+/answer",
+            "topic read fleet/+/reported",
         ]
     for name in operators:
         pki.check_name(name, "operator name")
         lines += [
             "",
-            "# the operator: reads everything; alone sends commands, updates and certificates",
+            "# the operator: reads everything; alone sends commands, desired state, updates and certificates",
             "user %s" % name,
             "topic read fleet/#",
             "topic write fleet/+/cmd/#",

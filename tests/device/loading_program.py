@@ -40,6 +40,16 @@ elif scenario == "crash":
 c = MQTTClient("loading-" + scenario, host, port, keepalive=30, **kw)
 c.set_callback(lambda t, m: None)
 step("construct")
+if scenario == "commands":
+    import fleetwire.cmd as cmd
+
+    cmd.enable(c, "loading-commands")
+    step("enable")
+elif scenario == "desired":
+    import fleetwire.desired as desired
+
+    desired.enable(c, "loading-desired")
+    step("enable")
 if scenario == "will":
     c.set_last_will("loading/will", "gone")
 c.connect(clean_session=scenario != "persistent")

@@ -35,6 +35,8 @@ FEATURES = {
     "runner",
     "errkinds",  # the exception classes a caller tells apart: loaded with the first error
     "errors",  # their documented home, loaded when a program names it (fleetwire.errors)
+    "cmd",  # commands (fleetwire.cmd), loaded by the program that enables them
+    "desired",  # desired state (fleetwire.desired)
     "feed",  # bytes in for the tests' and sweeps' drivers, never a client's
     "crash",  # crash capture: the runner's, or a program's own crashrun.install()
     "crashrun",  # install() and run() for a program of its own
@@ -101,6 +103,8 @@ def test_a_plain_program_loads_no_feature_module(board_lib, mosquitto):
         # crashrun.install(): the capture, and what sends the last boot's records until its
         # Sender is closed; the unix port keeps records in a file (a board: RTC memory)
         ("crash", "construct", {"crash", "crashrun", "crashsend", "crashfile"}),
+        ("commands", "enable", {"cmd"}),  # commands: enable() loads it, nothing else does
+        ("desired", "enable", {"desired"}),  # desired state: likewise
     ],
 )
 def test_each_option_or_call_loads_its_own_module(board_lib, mosquitto, scenario, step, modules):

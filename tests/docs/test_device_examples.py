@@ -139,3 +139,29 @@ def test_a_crash_is_recorded_and_sent_once_after_the_reset(board_lib, own_broker
     )
     assert ", in average\n" in r["traceback"] and r["log"] == ["averaging 0 readings"]
     assert os.listdir(str(tmp_path / "crash")) == []  # sent: nothing waits
+
+
+def test_the_commands_example_answers_a_command_and_takes_its_desired_state(board_lib, own_broker, tmp_path):
+    import threading
+
+    from fleetwire.host.command.operator import Operator
+
+    out = []
+    t = threading.Thread(
+        target=lambda: out.append(
+            example(board_lib, "device/commands.py", own_broker.host, own_broker.port, tmp_path, timeout=90)
+        )
+    )
+    with Operator(own_broker.host, own_broker.port) as op:
+        t.start()
+        import time
+
+        end = time.time() + 60
+        while op.reported("sensor-17") is None and time.time() < end:  # version 0: subscribed
+            time.sleep(0.1)
+        sent = op.send(["sensor-17"], "add", {"a": 2, "b": 3})
+        assert op.wait(sent, 60)["sensor-17"]["result"] == 5
+        op.set_desired(["sensor-17"], {"config": {"period_s": 10}})
+        assert op.wait_converged(["sensor-17"], 60) == []
+    t.join(90)
+    assert out and out[0].strip() == "period 10"

@@ -70,3 +70,30 @@ def test_a_board_sends_its_crash_records_the_collector_reads_them_and_no_one_els
     collector.wait_until(lambda m: any(x[1] == b"crash-record" for x in m))
     time.sleep(0.2)
     assert [x[1] for x in collector.messages] == [b"crash-record"]
+
+
+def test_a_board_reads_only_its_own_commands_and_desired_state_and_answers_only_as_itself(
+    identity_mosquitto, make_observer, operator
+):
+    board = make_observer(identity_mosquitto, identity=("acl-board-4", "device"))
+    board.subscribe("fleet/+/cmd/#", 1)  # granted, but only its own may be delivered
+    collector = make_observer(identity_mosquitto, identity=("collector", "collector"))
+    collector.subscribe("fleet/+/answer", 1)
+    collector.subscribe("fleet/+/reported", 1)
+    operator.publish("fleet/acl-board-5/cmd/run", b"for-another-board", qos=1)
+    operator.publish("fleet/acl-board-5/cmd/desired", b"desired-of-another", qos=1)
+    board.publish("fleet/acl-board-4/cmd/desired", b"its-own-desired-state", qos=1)  # not its to set
+    board.publish("fleet/acl-board-5/answer", b"answer-posing-as-another", qos=1)
+    board.publish("fleet/acl-board-5/reported", b"state-posing-as-another", qos=1)
+    operator.publish("fleet/acl-board-4/cmd/run", b"command", qos=1)
+    operator.publish("fleet/acl-board-4/cmd/desired", b"desired", qos=1)
+    board.publish("fleet/acl-board-4/answer", b"answer", qos=1)
+    board.publish("fleet/acl-board-4/reported", b"reported", qos=1)
+    got = board.wait_until(lambda m: len(m) >= 2)
+    assert [x[1] for x in got] == [b"command", b"desired"]
+    got = collector.wait_until(lambda m: len(m) >= 2)
+    assert [(x[0], x[1]) for x in got] == [
+        ("fleet/acl-board-4/answer", b"answer"),
+        ("fleet/acl-board-4/reported", b"reported"),
+    ]
+    assert b"its-own-desired-state" not in [x[1] for x in operator.messages]
