@@ -71,12 +71,12 @@ def run(args):
     except (OSError, ValueError, RuntimeError) as e:
         print("fleetwire collect: %s" % e, file=sys.stderr)
         return 2
-    print(
-        "fleetwire collect: %s from %s:%d into %s (Ctrl-C stops)" % (c.topic, host, port, args.landing),
-        flush=True,
-    )
     signal.signal(signal.SIGTERM, _stop)
-    try:
+    try:  # from the line that says Ctrl-C stops it on, a Ctrl-C closes the files
+        print(
+            "fleetwire collect: %s from %s:%d into %s (Ctrl-C stops)" % (c.topic, host, port, args.landing),
+            flush=True,
+        )
         while True:
             time.sleep(10)
             print(
