@@ -104,11 +104,11 @@ case "$cmd" in
             set -- -n 2 --dist loadgroup -m "not broker and not spark and not board" "$@"
         fi
         if [ $# -eq 0 ]; then
-            # the whole suite, one test at a time. On four workers (-n 4 --dist loadgroup
-            # --no-loadscope-reorder: the longest work first, Spark in two groups; tests/conftest.py)
-            # it took 17.5 min instead of 38, but three timing-sensitive tests failed under the
-            # load in two runs out of two: not the default until they are hardened.
+            # the whole suite on four workers: the longest work first, Spark in two groups
+            # (tests/conftest.py). One test at a time it took 38 min, most of them waiting on
+            # real time with both cores idle; `bash tools/run.sh test tests` runs it that way.
             whole=1
+            set -- -n 4 --dist loadgroup --no-loadscope-reorder
         fi
         if [ -n "${whole:-}" ] || [ -n "$fast" ]; then
             # the whole suite starts with lint and format (pyproject.toml's [tool.ruff])
