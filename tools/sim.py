@@ -28,7 +28,8 @@ summary adds up every worker's counts and names a worker that died (exit status 
 
 The summary's "lag" says whether the simulator kept its devices' schedule: how late records
 went out, and how many it never made because it fell behind (coverage lost to the simulator,
-not the fleet). --lag-out FILE writes it as JSON (`fleetwire report --sim-lag FILE` shows it).
+not the fleet). --landing DIR (the collector's landing zone) keeps it in DIR/_sim/, where
+`fleetwire report` reads it and says in its Input section whether the simulator kept up.
 
 --ca DIR: against a broker that enforces fleet identity (`fleetwire broker-config`), each
 device logs in with mutual TLS and a certificate of its own (CN = its id, issued by that
@@ -97,7 +98,11 @@ def add_arguments(p):
         default=1,
         help="processes the devices are spread over, each its share (default %(default)s)",
     )
-    p.add_argument("--lag-out", metavar="FILE", help="write the simulator's own lag (JSON) here")
+    p.add_argument(
+        "--landing",
+        metavar="DIR",
+        help="the collector's landing zone: the simulator's own lag goes to DIR/_sim/ for the report",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress line")
 
 
@@ -184,10 +189,10 @@ def run(args):
         return 1
     print()
     print(json.dumps(res, indent=1))
-    return report(res, args.lag_out)
+    return report(res, args.landing)
 
 
-def report(res, lag_out=None):
+def report(res, landing=None):
     """Say on stderr what a person must not miss (a dead worker, the simulator's lag) -> the exit status."""
     from fleetwire.host.fleet.lag import lag_words
 
@@ -201,7 +206,8 @@ def report(res, lag_out=None):
     words = lag_words(res["lag"])
     if words:
         print("fleetwire sim: %s" % words.strip("| "), file=sys.stderr)
-    if lag_out:
-        with open(lag_out, "w") as f:
-            json.dump(res["lag"], f, indent=1)
+    if landing:
+        from fleetwire.host.fleet.lag import keep
+
+        keep(res["lag"], landing)
     return 0 if res["errors"] == 0 and not res.get("workers_died") else 1

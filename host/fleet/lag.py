@@ -1,6 +1,7 @@
 """The simulator's own lag (fleetwire.host.fleet.sim): how late its devices publish against
 their schedule, and the periods they could not make at all, so that a coverage drop the
-simulator caused is never mistaken for the fleet's.
+simulator caused is never mistaken for the fleet's. keep() leaves a run's summary in the
+landing zone (LANDING/_sim/), where `fleetwire report` shows it (fleetwire.host.analytics).
 
 A device's records are due every period on the real clock (period_s / speed). keep() is told
 when one goes out: the lateness is counted in a histogram of fixed buckets (a few integers
@@ -10,6 +11,8 @@ would show them as lost coverage."""
 
 import asyncio
 import bisect
+import json
+import os
 import time
 
 # bucket upper bounds, real seconds; the last bucket is everything above
@@ -117,3 +120,39 @@ def lag_words(s):
             100 * s["missed_share"],
         )
     )
+
+
+SIM_DIR = "_sim"  # under the landing zone: not records (the report reads date=*/hour=* only)
+
+
+def keep(summary, landing):
+    """Write a run's lag summary to LANDING/_sim/<time>-<pid>.json (whole, by rename) -> its path."""
+    d = os.path.join(landing, SIM_DIR)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "%s-%d.json" % (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), os.getpid()))
+    with open(path + ".part", "w") as f:
+        json.dump(summary, f)
+    os.rename(path + ".part", path)
+    return path
+
+
+def describe(s):
+    """Lines for the report's Input section."""
+    if s is None:
+        return []
+    if s["behind"]:
+        return [
+            "  the simulator fell behind: %d of %d records never made (%.1f %%), records late by up to "
+            "%.2g s (p95; %.0f simulated s): coverage lost to the simulator, not the fleet"
+            % (
+                s["missed_periods"],
+                s["records_due"],
+                100 * s["missed_share"],
+                s["late_p95_s"],
+                s["late_p95_s"] * s["speed"],
+            )
+        ]
+    return [
+        "  the simulator kept its schedule: %d records due, %d never made, p95 lateness %.2g s"
+        % (s["records_due"], s["missed_periods"], s["late_p95_s"])
+    ]
