@@ -177,6 +177,7 @@ def run(args):
     )
     from fleetwire.host.rig.micropython import MicroPythonMissing
     from fleetwire.host.fleet.boards import BoardError
+    from fleetwire.host.fleet.sim import FdLimitError
     from fleetwire.host.fleet.workers import Fleet, WorkerError
 
     try:
@@ -184,6 +185,9 @@ def run(args):
             res = Fleet(host, port, workers=args.workers, **kw).run()
         else:
             res = asyncio.run(Simulator(host, port, **kw).run())
+    except FdLimitError as e:
+        print("fleetwire sim: %s" % e, file=sys.stderr)
+        return 2
     except (BoardError, MicroPythonMissing, WorkerError) as e:
         print("\nfleetwire sim: %s" % e, file=sys.stderr)
         return 1

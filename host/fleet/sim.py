@@ -167,7 +167,7 @@ class Simulator:
         and returns (t0, start_ms): the monotonic time and epoch ms the clock starts from, the
         same for every worker of a fleet."""
         self._start = start
-        raise_fd_limit(len(self.only) * 2 + 64)
+        raise_fd_limit(fd_needed(len(self.only)))
         if self.identities_dir is not None:  # issued by the parent: load this share's
             self.identities = Identities(self.ca, self.identities_dir, self.tls_ca)
             await asyncio.get_running_loop().run_in_executor(None, self.identities.load, self.ids())
@@ -280,7 +280,27 @@ def device_id(i):
     return "sim-%04d" % i
 
 
-def raise_fd_limit(want):
+class FdLimitError(RuntimeError):
+    """This process may not open a socket for each of its devices."""
+
+
+def fd_needed(devices):
+    """Open files for `devices` devices in one process: a socket each (a Wi-Fi drop closes one
+    before the next opens), a tenth more for reconnects overlapping a close, and the process's own."""
+    return devices + devices // 10 + 64
+
+
+def raise_fd_limit(want, what="the simulator"):
+    """Raise this process's open-file limit to `want` (its children inherit it) -> the limit;
+    FdLimitError if the hard limit is below it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(want, soft), hard), hard))
+    if soft >= want:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < want:
+        raise FdLimitError(
+            "%s needs %d open files (a socket per device) and this process may open %d at most (its hard "
+            "limit): raise it (nofile in /etc/security/limits.conf, or LimitNOFILE), or spread the devices "
+            "over more worker processes (--workers)" % (what, want, hard)
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return want

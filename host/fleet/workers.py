@@ -26,7 +26,7 @@ import time
 
 from fleetwire.host.fleet import lag as lagmod
 from fleetwire.host.fleet.device import Clock, Identities
-from fleetwire.host.fleet.sim import device_id, raise_fd_limit
+from fleetwire.host.fleet.sim import device_id, fd_needed, raise_fd_limit
 
 COUNTS = ("sent", "acked", "errors", "publish_fail", "boots", "crashes", "wifi_drops")
 
@@ -169,7 +169,8 @@ class Fleet:
 
     def run(self):
         """Start the workers, run, stop -> the summary (the workers' counts added up)."""
-        raise_fd_limit(self.n * 2 + 256)  # the workers inherit it: a socket per device
+        # each worker needs a socket per device of its share: checked here, before any starts
+        raise_fd_limit(fd_needed(max(len(w.only) for w in self.workers)))
         keys = None
         try:
             if self.ca is not None:
