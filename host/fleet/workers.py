@@ -14,7 +14,6 @@ core at about 3,000 devices (bench/README.md, "Fleet simulator").
 
 import collections
 import json
-import math
 import os
 import shutil
 import signal
@@ -308,9 +307,3 @@ class Fleet:
             per_worker=per,
         )
         return out
-
-
-def pick_workers(devices, cores=None, per_worker=1500):
-    """How many workers for `devices`: one per `per_worker` devices, at most one per core."""
-    cores = cores or os.cpu_count() or 1
-    return max(1, min(cores, math.ceil(devices / per_worker)))
