@@ -49,6 +49,7 @@ class _Worker:
         self.summary = None  # its summary, once it finished
         self.silent_at_h = {}
         self.stderr = None
+        self.listener = None  # the thread reading its stdout
         self.t_died = None
 
     def exit_words(self):
@@ -159,11 +160,6 @@ class Fleet:
 
         return _Lag()
 
-    def died(self):
-        return [
-            w for w in self.workers if w.proc is not None and w.proc.poll() is not None and w.summary is None
-        ]
-
     # ---- the run
 
     def run(self):
@@ -194,8 +190,7 @@ class Fleet:
                     self.progress(self)
             for w in self.workers:
                 w.proc.wait()
-                if w.summary is None and w.t_died is None:
-                    w.t_died = time.monotonic()
+                w.listener.join()  # its last lines (the summary) read before it is judged
             return self.summary()
         finally:
             for w in self.workers:
@@ -236,7 +231,8 @@ class Fleet:
             bufsize=1,
         )
         self._tell(w, opts)
-        threading.Thread(target=self._listen, args=(w,), daemon=True).start()
+        w.listener = threading.Thread(target=self._listen, args=(w,), daemon=True)
+        w.listener.start()
 
     def _tell(self, w, msg):
         try:
