@@ -81,6 +81,18 @@ class Sampler(threading.Thread):
         return self.last.get(name, 0) - self.first.get(name, 0)
 
 
+def landed(land):
+    """The distinct (device, seq) in the landing zone, the files being written included."""
+    seen = set()
+    for path in glob.glob(os.path.join(land, "date=*", "hour=*", "*")):
+        with open(path) as f:
+            for line in f:
+                if line.endswith("\n"):  # a file being written may end in half a line
+                    r = json.loads(line)
+                    seen.add((r["device_id"], r["seq"]))
+    return seen
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--devices", type=int, default=1000)
@@ -147,18 +159,16 @@ def main():
     t0 = time.monotonic()
     res = fleet.run()
     wall = time.monotonic() - t0
-    time.sleep(2)  # the last records reach the collector
+    # the records the broker acknowledged reach the collector (it may be behind): up to a minute
+    deadline = time.monotonic() + 60
+    while len(landed(land)) < res["acked"] and time.monotonic() < deadline:
+        time.sleep(1)
     s.sample()
     s.stop.set()
     coll.send_signal(signal.SIGTERM)
     coll.communicate(timeout=60)
     broker.stop()
-    seen = set()
-    for path in glob.glob(os.path.join(land, "date=*", "hour=*", "*.ndjson")):
-        with open(path) as f:
-            for line in f:
-                r = json.loads(line)
-                seen.add((r["device_id"], r["seq"]))
+    seen = landed(land)
     schedule = a.devices * a.duration * a.speed / a.period
     sim_cpu = sum(s.used(n) for n in s.last if n.startswith("worker-"))
     run_s = a.duration  # the reporting time; the workers also start (certificates) and drain
@@ -187,7 +197,9 @@ def main():
         ),
         "lag": {k: v for k, v in res["lag"].items() if k != "hist"},
         "errors": res["errors"],
+        "last_error": res["last_error"],
         "workers_died": res["workers_died"],
+        "load_average": os.getloadavg(),  # the machine's, others' work included: a loaded run is no figure
     }
     print(json.dumps(out, indent=1))
     print(
