@@ -7,6 +7,9 @@
 # releases offered on fleet/<id>/ota/offer, and a new one on trial must connect and get
 # its first vitals record acknowledged within ota_confirm_s (default 120) or it is reset
 # and rolled back.
+# With "cert_renew_days" in config.json (and mutual TLS), the board's certificate is renewed
+# over the air that many days before it expires, or when the operator orders it
+# (fleetwire.tls.watch).
 # A module, not main.py itself: loaded as .mpy it needs no compiler heap on the board.
 import gc
 import json
@@ -60,6 +63,10 @@ def tls(cfg):
     tls_key the board's own certificate (mutual TLS); None without TLS."""
     if not cfg.get("tls_ca") and not cfg.get("tls_cert"):
         return None
+    if cfg.get("tls_cert") and cfg.get("cert_renew_days") is not None:
+        from .tls.watch import settle
+
+        settle(cfg["tls_cert"])  # a certificate switch a power cut interrupted
     from .identity import Context
 
     return Context(cfg)
@@ -96,7 +103,7 @@ def _ota_state(cfg):
 
 
 def main(path="config.json"):
-    from .client import MQTTClient, MQTTException
+    from .client import MQTTClient
     from .vitals import Vitals
 
     t0 = time.ticks_ms() if hasattr(time, "ticks_ms") else int(time.time() * 1000)
@@ -121,6 +128,69 @@ def main(path="config.json"):
     version = (ota or {}).get("version") or cfg.get("fw_version", "dev")
     vitals = Vitals(client, cfg["device_id"], version, cfg.get("period_s", 60), state="vitals.json")
     print("main: boot", vitals.boot(), "as", cfg["device_id"])
+    cap = _capture(cfg, vitals, version)
+    try:
+        _serve(cfg, client, vitals, ota, trial, t0, ctx, cap)
+    except Exception as e:
+        if cap is None:
+            raise
+        try:
+            cap.catch(e)  # allocates nothing: a MemoryError is recorded as well
+        except Exception:  # whatever happens, the board resets
+            pass
+        print("main: crashed (%s); resetting" % _why(e))
+        if trial:
+            raise  # main.py's otaboot.failed(): the rollback names it
+        board.reset()
+        raise
+
+
+def _capture(cfg, vitals, version):
+    # fleetwire.crash, unless "crash": false: the last boot's record (or the reset that
+    # ended it) goes to flash now, and is sent once connected (fleetwire.crashsend)
+    if not cfg.get("crash", True):
+        return None
+    from . import crash
+    from .store import once
+
+    try:
+        once(
+            "crashsend",
+            "install",
+            crash._w,
+            version,
+            vitals._st["boot_id"],
+            cfg.get("crash_lines", 8),
+            cfg.get("crash_width", 64),
+            cfg.get("crash_size", 1024),
+        )
+    except ValueError as e:  # sizes the record cannot have: the board runs on, unrecorded
+        print("main: no crash records:", e)
+        return None
+    if once("crashsend", "keep", vitals._cause, vitals._st["boot_id"]) == "exception":
+        vitals._cause = "panic"  # the runner's reset after a crash reads as a deliberate one
+    if cfg.get("crash_print"):
+        from . import crashprint  # noqa: F401 (print() feeds the log ring from now on)
+    return crash
+
+
+def _sender(client, cfg):
+    # the crash records waiting on flash, sent one at a time (None: none wait)
+    import os
+
+    try:
+        if not os.listdir("crash"):
+            return None
+    except OSError:
+        return None
+    from .crashsend import Sender
+
+    return Sender(client, cfg["device_id"])
+
+
+def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
+    from .client import MQTTException
+
     try:
         import app
     except ImportError:
@@ -150,7 +220,7 @@ def main(path="config.json"):
 
         def retry(attempt, delay_ms):
             # the client retries by itself; a refused certificate is worth a line, once per reason
-            why = ctx.last
+            why = client.ssl.last  # (a renewal may have given the client another context)
             if why is None or type(why) is not said[0]:
                 said[0] = type(why) if why is not None else None
                 if why is not None:
@@ -168,11 +238,24 @@ def main(path="config.json"):
             client, cfg["device_id"], vitals, callback=getattr(client, "cb", None), cfg=cfg, boot_ms=t0
         )
         gc.collect()
+    snd = _sender(client, cfg) if cap is not None else None
+    ren = None
+    if ctx is not None and cfg.get("tls_cert") and cfg.get("cert_renew_days") is not None:
+        from .tls.watch import Watch
+
+        ren = Watch(client, cfg, getattr(client, "cb", None))  # certificates renewed over the air
+        gc.collect()
     online = True
     while True:
         vitals.step()
         if upd is not None:
             upd.step()
+        if snd is not None:
+            snd.step()
+            if not snd.left:
+                snd = snd.close()
+        if ren is not None:
+            ren.step()
         if app is not None and hasattr(app, "step"):
             app.step(client)
         if wifi[0] and not board.wlan_up():

@@ -6,6 +6,7 @@ in one archive the board unpacks beside the running app and switches to as one p
   fleetwire rollout --release app-1.5.0.fwb ...
 """
 
+import os
 import sys
 
 
@@ -27,7 +28,8 @@ def run(args):
     from fleetwire.host.rollout.release import Release, ReleaseError, bundle
 
     try:
-        data = bundle(args.version, args.app, mpy=not args.py, arch=args.arch)
+        sym = None if args.py else os.path.splitext(args.out)[0] + ".symbols.json"
+        data = bundle(args.version, args.app, mpy=not args.py, arch=args.arch, symbols=sym)
         rel = Release.from_bytes(data)
     except ReleaseError as e:
         print("fleetwire bundle: %s" % e, file=sys.stderr)
@@ -35,4 +37,6 @@ def run(args):
     with open(args.out, "wb") as f:
         f.write(data)
     print("wrote %s: app bundle %s, %d bytes, sha256 %s" % (args.out, rel.version, rel.size, rel.sha256))
+    if sym:
+        print("wrote %s: where its crashes' tracebacks point (keep it beside the bundle)" % sym)
     return 0

@@ -9,14 +9,20 @@ printed; keys issued for host tools are written to files of mode 600, never prin
   fleetwire ca revoke sensor-17                      # rewrites DIR/crl.pem; reload the broker
   fleetwire ca list
   fleetwire ca crl                                   # a fresh CRL (it is valid for a year)
+  fleetwire ca serve --broker HOST:8883 --tls-ca ca.pem --cert operator.pem --key operator.key
+                                                     # renews boards' certificates over MQTT
+  fleetwire ca order sensor-17 --broker ...          # tells a board to renew now
 
 Brokers get their configuration from `fleetwire broker-config`.
 """
 
 import os
+import shlex
+import subprocess
 import sys
 
 from fleetwire.host.identity import pki
+from fleetwire.tools import options
 
 
 def add_arguments(p):
@@ -55,6 +61,24 @@ def add_arguments(p):
     r.add_argument("name", help="the device_id or tool name")
     action("list", "the certificates this CA issued")
     action("crl", "write a fresh crl.pem (and the brokers' copies)")
+    v = action("serve", "renew boards' certificates over MQTT, within policy, until Ctrl-C")
+    options.add_broker(v, default=None)
+    options.add_login(v, "operator")
+    v.add_argument(
+        "--days",
+        type=int,
+        default=pki.LEAF_DAYS,
+        help="validity of a renewed certificate, 1 to %d days (default %%(default)s)" % pki.LEAF_DAYS,
+    )
+    v.add_argument(
+        "--reload",
+        metavar="CMD",
+        help="run after each revocation so the broker reads the new CRL, e.g. 'systemctl reload mosquitto'",
+    )
+    o = action("order", "tell boards to renew their certificates now")
+    o.add_argument("device_id", nargs="+", help="the boards")
+    options.add_broker(o, default=None)
+    options.add_login(o, "operator")
 
 
 def _fail(msg):
@@ -131,6 +155,55 @@ def run(args):
         if args.action == "crl":
             print("CRL written: %s" % ", ".join(ca.write_crl()))
             return 0
+        if args.action in ("serve", "order"):
+            return _serve(args, ca)
     except pki.PKIError as e:
         return _fail(e)
     return _fail("unknown action %r" % args.action)
+
+
+def _serve(args, ca):
+    from fleetwire.host.identity.issuer import IssuerService, order
+
+    why = options.login_problem(args)
+    if why or not args.cert:
+        return _fail(why or "the issuer logs in as the operator: --tls-ca, --cert and --key")
+    if args.action == "serve" and not 1 <= args.days <= pki.LEAF_DAYS:
+        return _fail("--days: 1 to %d" % pki.LEAF_DAYS)
+    reload = None
+    if args.action == "serve" and args.reload:
+        cmd = shlex.split(args.reload)
+
+        def reload():
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode:
+                print(
+                    "fleetwire ca: --reload exited %d: %s" % (r.returncode, r.stderr.strip()), file=sys.stderr
+                )
+
+    if args.action == "order":
+        order(args.device_id, args.broker[0], args.broker[1], args.tls_ca, args.cert, args.key)
+        print("ordered %s to renew its certificate" % ", ".join(args.device_id))
+        return 0
+    svc = IssuerService(
+        ca,
+        args.broker[0],
+        args.broker[1],
+        args.tls_ca,
+        args.cert,
+        args.key,
+        days=args.days,
+        on_revoke=reload,
+    )
+    svc.start()
+    try:
+        print(
+            "issuing for %s on %s:%d (Ctrl-C stops)" % (ca.name, args.broker[0], args.broker[1]), flush=True
+        )
+        import threading
+
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        svc.stop()

@@ -49,6 +49,13 @@ def add_arguments(p):
     )
     p.add_argument("--no-report", action="store_true", help="write the tables only")
     p.add_argument(
+        "--symbols",
+        default=None,
+        metavar="DIR",
+        help="a directory of release symbol maps (`fleetwire bundle` writes <bundle>.symbols.json): "
+        "crash signatures name the function the map says",
+    )
+    p.add_argument(
         "--packages",
         default=None,
         help="Maven coordinates of JARs to add (comma-separated), e.g. "
@@ -94,6 +101,7 @@ def run(args):
             reset=args.reset,
             silent_after_s=int(args.silent_after * 60),
             report=not args.no_report,
+            symbols=args.symbols,
             log=lambda m: print(m, flush=True),
         )
     except landing.InputError as e:  # a missing or empty landing zone: before a JVM starts

@@ -87,6 +87,12 @@ def add_arguments(p):
         default=2.0,
         help="percentage points of crash-free hours (default 2)",
     )
+    g.add_argument(
+        "--max-crash-free-devices-drop",
+        type=float,
+        default=None,
+        help="percentage points of crash-free devices, from the boards' crash records (default: not checked)",
+    )
     g.add_argument("--max-coverage-drop", type=float, default=0.05, help="mean coverage, 0..1 (default 0.05)")
     g.add_argument("--max-loss-rise", type=float, default=0.02, help="mean loss rate, 0..1 (default 0.02)")
     g.add_argument(
@@ -196,6 +202,7 @@ def run(args):
             args.max_loss_rise,
             args.min_device_hours,
             args.max_failed,
+            args.max_crash_free_devices_drop,
         )
         gate = None
         if not args.no_gate:

@@ -110,14 +110,29 @@ def good(n, sig, text):
 
 def older(a, b):
     """Is release version `a` older than `b`? Their dotted numbers in order (1.10.0 is newer
-    than 1.9.2), then a pre-release (2.0.0-rc1) before its release; a word (dev) is older than
-    any number."""
+    than 1.9.2), then a pre-release (2.0.0-rc1) before its release, and pre-releases by their
+    tags' words and numbers (rc9 before rc10, beta.2 before beta.11); a word (dev) is older
+    than any number."""
     return _order(a) < _order(b)
 
 
 def _order(v):
     c = v.split("+")[0].split("-", 1)
-    return [int(x) if x.isdigit() else -1 for x in c[0].split(".")], len(c) == 1, c[-1]
+    return [int(x) if x.isdigit() else -1 for x in c[0].split(".")], len(c) == 1, _tag(c[-1])
+
+
+def _tag(t):
+    # "rc10" -> [(1, 0, "rc"), (0, 10, "")]: runs of digits compared as numbers, not as text
+    # ("rc10" < "rc9" as strings), and before words, as semantic versioning orders them
+    out = []
+    w = ""
+    for ch in t + ".":
+        if w and (ch == "." or ch.isdigit() != w[-1].isdigit()):
+            out.append((0, int(w), "") if w.isdigit() else (1, 0, w))
+            w = ""
+        if ch != ".":
+            w += ch
+    return out
 
 
 def update(u, msg):

@@ -35,7 +35,7 @@ def classify(e, cfg):
     host = cfg.get("broker")
     if isinstance(e, ValueError):  # mbedTLS's verdict on the broker's certificate
         why = " ".join(str(a) for a in e.args).strip().replace("\n", "; ") or "verification failed"
-        ca = _info(cfg.get("tls_ca"))
+        ca = info(cfg.get("tls_ca"))
         now = _now()
         if ca and now < ca[2]:
             return say(BrokerNotTrusted, "clock", host, why, cfg.get("tls_ca"), _show(now))
@@ -45,12 +45,12 @@ def classify(e, cfg):
         return e  # the network's trouble (refused, unreachable, timed out), not the certificate's
     if not cfg.get("tls_cert"):
         return say(NoCertificate, "no_cert", host)
-    cert = _info(cfg["tls_cert"])
+    cert = info(cfg["tls_cert"])
     if cert is None:
         return say(IdentityUnusable, "bad_cert", cfg["tls_cert"])
     serial, issuer, not_before, not_after, subject, aki, _ = cert
     cn = _cn(subject)
-    ca = _info(cfg.get("tls_ca"))
+    ca = info(cfg.get("tls_ca"))
     now = _now()
     if ca and now >= ca[2]:  # the clock is set: dates mean something
         if now > not_after:
@@ -58,7 +58,7 @@ def classify(e, cfg):
         if now < not_before:
             return say(CertificateNotYetValid, "early", host, cn, serial, _show(not_before), _show(now))
     expect = cfg.get("tls_issuer", cfg.get("tls_ca"))
-    trusted = _info(expect) if expect else None
+    trusted = info(expect) if expect else None
     # by key id where both have one (two CAs may share a name), else by name
     if trusted and (aki != trusted[6] if aki and trusted[6] else issuer != trusted[4]):
         return say(UnknownIssuer, "issuer", host, cn, serial, _cn(issuer), _cn(trusted[4]), expect)
@@ -112,7 +112,7 @@ def _time(tag, v):
     return s[:14]
 
 
-def _info(path):
+def info(path):
     """(serial hex, issuer Name, not before, not after, subject Name, authority key id,
     subject key id) of a DER certificate file, or None if it cannot be read."""
     try:
@@ -124,8 +124,7 @@ def _info(path):
         if t == 0xA0:  # version
             t, s, e = _tlv(b, e)
         serial = "".join("%02x" % x for x in b[s:e])
-        while serial.startswith("00") and len(serial) > 2:
-            serial = serial[2:]
+        serial = serial.lstrip("0") or "0"  # as `fleetwire ca list` shows it
         _, _, i = _tlv(b, e)  # signature algorithm
         _, _, e = _tlv(b, i)
         issuer = b[i:e]

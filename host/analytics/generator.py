@@ -10,6 +10,8 @@ The fleet has the faults a real one has, so the report has something to find:
   - leaking heaps on some devices (heap_free falls with uptime, recovers on reboot)
   - battery drain (a few fast drainers), mains-powered boards without vbat_mv
   - devices going silent before the end of the data
+  - optionally, boards that sleep (`awake`: the hours of the day, UTC, they report in); each
+    wake from deep sleep is a boot, as on an ESP32 (reset cause "deliberate")
 
 Deterministic for a given seed. numpy and pandas do the work per device; no Spark needed.
 """
@@ -38,9 +40,10 @@ def parse_time(text):
     return int(d.timestamp() * 1000)
 
 
-def generate(devices=50, hours=24, seed=7, start=DEFAULT_START, dup_rate=0.01, silent_rate=0.03):
+def generate(devices=50, hours=24, seed=7, start=DEFAULT_START, dup_rate=0.01, silent_rate=0.03, awake=None):
     """The fleet's records as a pandas DataFrame (one row per delivered message, duplicates
-    included), columns in schema order."""
+    included), columns in schema order. `awake`, hours of the day (0-23, UTC): the boards
+    sleep the others, and each wake is a boot."""
     import numpy as np
     import pandas as pd
 
@@ -89,6 +92,12 @@ def generate(devices=50, hours=24, seed=7, start=DEFAULT_START, dup_rate=0.01, s
             cause[0] = "power_on"
         else:
             cause[0] = None
+        on = np.ones(n, dtype=bool)
+        if awake is not None:  # asleep: nothing happens, nothing is sent; each wake is a boot
+            on = np.isin((ts_true // 3600_000) % 24, list(awake))
+            cause[~on] = None
+            woke = on & ~np.concatenate(([False], on[:-1]))
+            cause[woke & (cause == None)] = "deliberate"  # noqa: E711  (object array)
         boot_start = cause != None  # noqa: E711  (object array)
         boot_no = np.cumsum(boot_start) - (1 if fresh else 0)
         boot_id = int(rng.integers(1, 60)) + boot_no
@@ -150,7 +159,7 @@ def generate(devices=50, hours=24, seed=7, start=DEFAULT_START, dup_rate=0.01, s
                 "rx_ts": rx_ts.astype(np.int64),
             }
         )
-        df = df[~lost]
+        df = df[~lost & on]
         dups = df[rng.random(len(df)) < dup_rate].copy()
         dups["rx_ts"] = dups["rx_ts"] + rng.integers(1000, 90_000, len(dups))
         parts.append(df)

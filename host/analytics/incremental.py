@@ -185,7 +185,7 @@ def run(spark, store, cfg, p):
         files, unreadable, size = job.scan(store, cfg, p, cfg.since_ms)
         new = [f for f in files if _rel(p.input, f) not in snap["seen"]]
         if not new:
-            return nothing_new(store, cfg, p, snap, unreadable)
+            return nothing_new(store, cfg, p, snap, unreadable, spark)
         # their size (read splits and partitions follow it): their share of the listed files'
         note = {"files": [_rel(p.input, f) for f in new], "bytes": size * len(new) // len(files)}
         ck.write_pending(n, note)
@@ -227,9 +227,14 @@ def run(spark, store, cfg, p):
     if note["hours"]:
         new = note["counts"].get("", 0)
         rewritten, report_path = derive(spark, store, cfg, p, snap, n, note["hours"], new, staging, q)
-    else:  # nothing usable in the new files: tables as they were
+    else:  # nothing usable in the new files: tables as they were, but for the crash records'
         q["clean_records"] = int(sum(snap["kept"].values()))
         q["duplicates"] = q["valid_records"] - q["clean_records"]
+        if store.exists(p.table("firmware_cohort")):
+            from fleetwire.host.analytics import crashes
+
+            if crashes.changed(store, p.input, p.out):
+                job.write_crashes(spark, store, p, cfg.symbols)
     q["new_files"], q["new_records"] = len(note["read"]), note["counts"].get("", 0)
     store.write_text(storage.join(p.out, "quality.json"), json.dumps(q, indent=2, sort_keys=True))
     snap["quality"] = q
@@ -249,8 +254,13 @@ def run(spark, store, cfg, p):
     )
 
 
-def nothing_new(store, cfg, p, snap, unreadable):
+def nothing_new(store, cfg, p, snap, unreadable, spark=None):
     cfg.log("incremental: 0 new files, 0 new usable records")
+    if spark is not None and store.exists(p.table("firmware_cohort")):
+        from fleetwire.host.analytics import crashes
+
+        if crashes.changed(store, p.input, p.out):  # crash records land beside telemetry, not in it
+            job.write_crashes(spark, store, p, cfg.symbols)
     path = storage.join(p.out, "quality.json")
     q = dict(snap["quality"])
     q["new_files"], q["new_records"] = 0, 0

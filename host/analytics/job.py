@@ -41,6 +41,7 @@ class Config:
     min_cohort: int = S.MIN_COHORT
     partitions: int = None  # default: from the cluster's cores and the input's size (session.tune)
     report: bool = True
+    symbols: str = None  # a directory of release symbol maps (crashes.py), local
     log: object = field(default=print, repr=False)
 
 
@@ -313,6 +314,7 @@ def finish(spark, store, cfg, p, parts, q, newest_ts, first_hour_ms):
         write(metrics.firmware_cohort(fw_hours, parts.hist, hw), p.table("firmware_cohort"), single=True)
         phase(spark, "outliers")
         write(metrics.outliers(health, min_cohort=cfg.min_cohort), p.table("outliers"), single=True)
+        write_crashes(spark, store, p, cfg.symbols)
         report_path = None
         if cfg.report:
             phase(spark, "report")
@@ -336,6 +338,15 @@ def sim_lag(store, root):
     d = storage.join(root, lag.SIM_DIR)
     found = [json.loads(store.read_text(storage.join(d, n))) for n in store.listdir(d) if n.endswith(".json")]
     return lag.merge(found)
+
+
+def write_crashes(spark, store, p, symbols=None):
+    """crashes, crash_signatures, crash_releases from every crash record landed (crashes.py):
+    after firmware_cohort, and by an incremental run whatever its new files held."""
+    from fleetwire.host.analytics import crashes
+
+    phase(spark, "crashes")
+    crashes.write(spark, store, p.input, p.out, lambda df, path: write(df, path, single=True), symbols)
 
 
 def report(input, out, master=None, extra=None, **settings):

@@ -11,6 +11,7 @@ from fleetwire.host.analytics import landing, storage
 from fleetwire.host.analytics import schema as S
 
 WORST = 15
+TOP_CRASHES = 5  # signatures a release shows under "Why boards crash"
 
 
 def _version_sort(versions):
@@ -32,7 +33,7 @@ def collect(spark, out, fleet, hist):
 
     d = {
         n: spark.read.parquet(storage.join(out, n)).toPandas()
-        for n in ("firmware_cohort", "outliers", "device_health")
+        for n in ("firmware_cohort", "outliers", "device_health", "crash_signatures", "crash_releases")
     }
     d["fleet_hourly"] = fleet.orderBy("hour_ms", "fw_version").toPandas()
     d["fleet_hourly"].insert(
@@ -151,7 +152,15 @@ def write(spark, store, out, fleet, hist, quality):
     """Write OUT/report.html, OUT/plots/*.png and OUT/csv/*.csv; returns the HTML's URI."""
     d = collect(spark, out, fleet, hist)
     csvs = {}
-    for name in ("firmware_cohort", "outliers", "device_health", "fleet_hourly", "rssi_histogram"):
+    for name in (
+        "firmware_cohort",
+        "outliers",
+        "device_health",
+        "fleet_hourly",
+        "rssi_histogram",
+        "crash_signatures",
+        "crash_releases",
+    ):
         csvs[name] = "csv/%s.csv" % name
         store.write_text(storage.join(out, csvs[name]), d[name].to_csv(index=False))
     pngs = {}
@@ -247,6 +256,44 @@ NO_LATENCY = (
 )
 
 
+def crashes(d, top=TOP_CRASHES):
+    """The "Why boards crash" section: per release (newest first), its crash-free devices and its
+    top signatures, each with a sample traceback and log tail."""
+    e = html.escape
+    sig, rel = d["crash_signatures"], d["crash_releases"]
+    if not len(sig):
+        return "<p>No crash records.</p>"
+    out = []
+    free = {r["fw_version"]: r for r in rel.to_dict("records")}
+    for v in reversed(_version_sort(sig["fw_version"].unique().tolist())):
+        r = free.get(v, {})
+        out.append(
+            "<h3>%s</h3><p class='note'>%s of %s devices crashed (crash-free devices %s %%)</p>"
+            % (
+                e(str(v)),
+                e(_cell(r.get("crashed_devices"), "%d")),
+                e(_cell(r.get("devices"), "%d")),
+                e(_cell(r.get("crash_free_devices_pct"), "%.1f")),
+            )
+        )
+        mine = sig[sig["fw_version"] == v].sort_values(
+            ["devices", "crashes", "signature"], ascending=[False, False, True]
+        )
+        for row in mine.head(top).to_dict("records"):
+            out.append(
+                "<details><summary><code>%s</code>: %d devices, %d crashes</summary>"
+                "<pre>%s</pre><p class='note'>log</p><pre>%s</pre></details>"
+                % (
+                    e(row["signature"]),
+                    row["devices"],
+                    row["crashes"],
+                    e(row["sample_traceback"] or ""),
+                    e(row["sample_log"] or ""),
+                )
+            )
+    return "\n".join(out)
+
+
 def render(d, pngs, csvs, quality):
     e = html.escape
     h = d["device_health"]
@@ -300,6 +347,9 @@ def render(d, pngs, csvs, quality):
         "<h2>Outliers</h2><p class='note'>Devices worse than their release's cohort: modified z-score "
         "(median absolute deviation) above %.1f on %s.</p>" % (S.OUTLIER_Z, e(", ".join(S.OUTLIER_METRICS))),
         _table(d["outliers"].sort_values("score", ascending=False)) if len(d["outliers"]) else "<p>None.</p>",
+        "<h2>Why boards crash</h2><p class='note'>Crash records the boards sent after the reset, by "
+        "signature: the exception and its innermost frame.</p>",
+        crashes(d),
         "<h2>Silent devices</h2><p class='note'>No record in the last %d minutes of the data.</p>"
         % (S.SILENT_AFTER_S // 60),
         _table(silent) if len(silent) else "<p>None.</p>",

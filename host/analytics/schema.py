@@ -16,7 +16,16 @@ MIN_COHORT = 5  # fewer devices on a release than this: no outlier scoring
 OUTLIER_METRICS = ["loss_rate", "reconnects_per_hour", "heap_leak_bytes_per_hour", "vbat_drop_per_hour"]
 
 # The output tables, in the order the job writes them.
-TABLES = ["clean", "device_window", "device_health", "firmware_cohort", "outliers"]
+TABLES = [
+    "clean",
+    "device_window",
+    "device_health",
+    "firmware_cohort",
+    "outliers",
+    "crashes",  # these three from LANDING/_crashes/ (crashes.py)
+    "crash_signatures",
+    "crash_releases",
+]
 
 CORRUPT = "_corrupt_record"
 

@@ -19,6 +19,8 @@ landing zone that `fleetwire report` reads, losing none.
   a record redelivered after a collector's crash may land twice, which the report removes. Each
   collector needs an id of its own (it is its MQTT client id): its files carry it, so collectors
   sharing a landing zone never write, finish or recover each other's files.
+- Crash records (fleet/+/crash, fleetwire.crashsend) land one file a crash,
+  LANDING/_crashes/<device_id>.<boot_id>.<crash_id>.json: a copy sent again lands nothing.
 - On a broker that enforces fleet identity (`fleetwire broker-config`) it logs in with a
   certificate of its own (tls_cert/tls_key, `fleetwire ca issue collector --role collector`),
   checking the broker's against tls_ca; the broker's ACL lets it read telemetry only.
@@ -36,6 +38,9 @@ from fleetwire.host.fleet import record as schema
 from fleetwire.host.identity.login import Subscriber, connect_and_wait, disconnect, paho_client
 
 TOPIC = "fleet/+/telemetry"
+CRASH_TOPIC = "fleet/+/crash"
+CRASHES = "_crashes"  # LANDING/_crashes/<device_id>.<boot_id>.<crash_id>.json: one file a crash
+CRASH_KEY = (("device_id", str), ("boot_id", int), ("crash_id", int), ("kind", str))
 MAX_RECORD = 64 * 1024
 _TYPES = {"string": (str,), "long": (int,), "double": (int, float)}
 _TOPIC_RE = re.compile(r"^fleet/([^/]+)/telemetry$")
@@ -62,6 +67,40 @@ def check_record(topic, payload):
     if m and m.group(1) != rec["device_id"]:
         return None, "device_id %r does not match the topic %r" % (rec["device_id"], topic)
     return rec, None
+
+
+def check_crash(topic, payload):
+    """A crash record -> (record dict, None) or (None, reason). A board sends the record's
+    bytes as fleetwire.crash took them ("FC" first: decoded by crashrec.parse, the device
+    from the topic); a simulated device, its JSON."""
+    if len(payload) > MAX_RECORD:
+        return None, "crash record of %d bytes is over %d" % (len(payload), MAX_RECORD)
+    if payload[:2] == b"FC":
+        from fleetwire.host.fleet.crashrec import parse
+
+        m = _CRASH_RE.match(topic)
+        rec = parse(payload, m.group(1) if m else None)
+        if rec is None:
+            return None, "a crash record whose sum or offsets do not check (%d bytes)" % len(payload)
+        payload = json.dumps(rec)
+    try:
+        rec = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as e:
+        return None, "not JSON: %s" % e
+    if not isinstance(rec, dict):
+        return None, "not a JSON object"
+    for name, kind in CRASH_KEY:
+        if not isinstance(rec.get(name), kind) or isinstance(rec.get(name), bool):
+            return None, "crash record without its %s" % name
+    m = _CRASH_RE.match(topic)
+    if not m or m.group(1) != rec["device_id"]:
+        return None, "device_id %r does not match the topic %r" % (rec["device_id"], topic)
+    if not re.match(r"^[A-Za-z0-9_.:-]+$", rec["device_id"]):
+        return None, "device_id %r cannot name a file" % rec["device_id"]
+    return rec, None
+
+
+_CRASH_RE = re.compile(r"^fleet/([^/]+)/crash$")
 
 
 def _hour(ms):
@@ -97,9 +136,11 @@ class Collector(Subscriber):
         self.landing = landing
         self.id = collector_id
         self.topic = ("$share/%s/%s" % (share, topic)) if share else topic
+        self.crash_topic = ("$share/%s/%s" % (share, CRASH_TOPIC)) if share else CRASH_TOPIC
         self.clock = clock
         self.fsync = fsync
         self.received = self.landed = self.quarantined = self.files = 0
+        self.crashes = self.crash_repeats = 0  # crash records landed, and copies of one landed
         self._open = {}  # (date, hour) -> (file, part path, final path)
         self._lock = threading.Lock()
         self.answered = threading.Event()  # a SUBACK or a refusal came
@@ -143,7 +184,7 @@ class Collector(Subscriber):
         self.stop()
 
     def subscriptions(self):
-        return [(self.topic, 1)]
+        return [(self.topic, 1), (self.crash_topic, 1)]
 
     def _on_disconnect(self, client, userdata, flags, rc, props):
         was, self.connected = self.connected, False
@@ -157,6 +198,9 @@ class Collector(Subscriber):
         now = int(self.clock() * 1000)
         with self._lock:
             self.received += 1
+            if m.topic.endswith("/crash"):
+                self._crash(now, m.topic, m.payload)
+                return
             rec, reason = check_record(m.topic, m.payload)
             if rec is None:
                 self._quarantine(now, m.topic, m.payload, reason)
@@ -166,6 +210,29 @@ class Collector(Subscriber):
             f.write(json.dumps(rec, separators=(",", ":")) + "\n")
             f.flush()  # in the OS before PUBACK: a kill -9 cannot lose it
             self.landed += 1
+
+    def _crash(self, now, topic, payload):
+        # One file a crash, named by its key: a copy sent again (its PUBACK was lost, the board
+        # reset before it) finds the file and lands nothing. Written whole, then renamed.
+        rec, reason = check_crash(topic, payload)
+        if rec is None:
+            self._quarantine(now, topic, payload, reason)
+            return
+        d = os.path.join(self.landing, CRASHES)
+        path = os.path.join(d, "%s.%d.%d.json" % (rec["device_id"], rec["boot_id"], rec["crash_id"]))
+        if os.path.exists(path):
+            self.crash_repeats += 1
+            return
+        os.makedirs(d, exist_ok=True)
+        rec["rx_ts"] = now
+        tmp = os.path.join(d, ".%s.part" % os.path.basename(path))
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(rec, f, separators=(",", ":"))
+            if self.fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.rename(tmp, path)  # before PUBACK: a kill -9 loses nothing, and leaves no half file
+        self.crashes += 1
 
     def _file(self, now):
         key = _hour(now)

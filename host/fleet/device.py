@@ -6,6 +6,7 @@ reset cause, heap, battery, Wi-Fi) and each device's TLS identity (Identities). 
 release does to a device (its crash rates) is the simulation's: RELEASES, GOOD, BAD."""
 
 import asyncio
+import json
 import ssl
 import time
 
@@ -17,8 +18,18 @@ from fleetwire.vitals import RamState, Vitals
 RELEASES = ("1.4.2", "1.5.0")  # the fleet starts on the first; the rollout brings the second
 CRASH_PER_HOUR = {"1.4.2": 0.02, "1.5.0": 0.25}
 GOOD = {"crash_per_hour": 0.02, "boot_crash": 0.0}  # a release nobody made bad
-BAD = {"crash_per_hour": 0.6, "boot_crash": 0.15}  # crashes more, and some boots crash at once
+# crashes more, some boots crash at once, and most of its crashes are one of its own (NEW_CRASH)
+BAD = {"crash_per_hour": 0.6, "boot_crash": 0.15, "new_crash": 0.8}
 CAUSES = ("panic", "panic", "watchdog", "brownout")
+# What a simulated app dies of when it panics (type, message, function, file): every release's,
+# and the one a bad release adds. Each is a crash record as fleetwire.crashsend sends it after
+# the reboot, on fleet/<id>/crash; watchdog and brownout resets are records without one.
+CRASHES = (
+    ("KeyError", "'calibration'", "read", "sensor.py"),
+    ("OSError", "[Errno 113] EHOSTUNREACH", "send", "uplink.py"),
+    ("MemoryError", "memory allocation failed, allocating 4096 bytes", "pack", "batch.py"),
+)
+NEW_CRASH = ("ZeroDivisionError", "divide by zero", "average", "app.py")
 
 
 class RamStates:
@@ -217,6 +228,8 @@ class SimDevice:
         self.updater = None
         self._ota_restart = False
         self._tell = False
+        self.crash_id = 0
+        self.crash_records = []  # kept on "flash" until sent after a reboot
 
     def profile(self):
         return self.sim.profile(self.fw)
@@ -274,10 +287,12 @@ class SimDevice:
             # this release crashes at once on this device: before it ever connects
             await asyncio.sleep(self.rng.uniform(0.1, 0.5) * sim.period_real)
             self.cause = self.rng.choice(CAUSES)
+            self._crashed()
             sim.crashes += 1
             return "crash"
         await c.connect(clean_session=False)
         sim.boots += 1
+        await self._send_crashes()
         if sim.ota:
             await self._updates(c, v)
         due = time.monotonic()  # when the next record is due, on the real clock
@@ -354,6 +369,56 @@ class SimDevice:
         c.set_callback(on_msg)
         await c.subscribe(u.t_all, 1)
 
+    def _crashed(self):
+        """The record of the crash that ends this boot (self.cause), as crashsend keeps it."""
+        rng, v = self.rng, self.vitals
+        self.crash_id += 1
+        rec = {
+            "crash_id": self.crash_id,
+            "boot_id": v._st["boot_id"],
+            "uptime_s": max(0, (self.clock.now_ms() - self.boot_ms) // 1000),
+            "heap_free": self.board.heap_free(),
+            "heap_largest": None,
+            "kind": "exception",
+            "fw_version": self.fw,
+            "type": None,
+            "message": None,
+            "traceback": None,
+            "log": [],
+            "device_id": self.id,
+            "ts": self.clock.now_ms(),
+        }
+        if self.cause != "panic":  # a reset without an exception: its kind only
+            rec["kind"] = self.cause
+        else:
+            typ, msg, fn, f = (
+                NEW_CRASH if rng.random() < self.profile().get("new_crash", 0) else rng.choice(CRASHES)
+            )
+            rec.update(
+                type=typ,
+                message=msg,
+                # as a board's -O3 .mpy prints it: line 1 of every frame
+                traceback='Traceback (most recent call last):\n  File "runner.py", line 1, in main\n'
+                '  File "app.py", line 1, in step\n  File "%s", line 1, in %s\n%s: %s\n' % (f, fn, typ, msg),
+                log=["step %d" % (v._st.get("seq", 0)), "%s()" % fn],
+            )
+        if len(self.crash_records) < 4:  # crashsend.KEEP
+            self.crash_records.append(rec)
+
+    async def _send_crashes(self):
+        """The records the last boots left, once connected: QoS 1 into the client's store."""
+        while self.crash_records:
+            rec = self.crash_records[0]
+            try:
+                await self.client.publish(
+                    "fleet/%s/crash" % self.id, json.dumps(rec).encode(), qos=1, wait=False
+                )
+            except Exception as e:  # the next boot sends it
+                self.sim.last_error = "%s: crash record: %s: %s" % (self.id, type(e).__name__, e)
+                return
+            self.crash_records.pop(0)
+            self.sim.crash_records += 1
+
     async def _publish(self):
         sim, v, c = self.sim, self.vitals, self.client
         rec = bytes(v.make())
@@ -387,6 +452,7 @@ class SimDevice:
             return "ota"
         if rng.random() < self.profile()["crash_per_hour"] * per_h:
             self.cause = rng.choice(CAUSES)
+            self._crashed()
             sim.crashes += 1
             return "crash"
         if not self.offline and rng.random() < sim.wifi_drops_per_hour * per_h:

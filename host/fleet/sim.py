@@ -122,6 +122,7 @@ class Simulator:
         self.sent = self.acked = self.errors = self.publish_fail = 0
         self.lag = Lag(period_s / speed, speed)  # how far the simulator falls behind its schedule
         self.boots = self.crashes = self.drops = 0
+        self.crash_records = 0  # crash records sent (fleet/<id>/crash)
         self.last_error = None
         self.done = None
         self.stopping = False
@@ -249,6 +250,7 @@ class Simulator:
             "publish_fail": self.publish_fail,
             "boots": self.boots,
             "crashes": self.crashes,
+            "crash_records": self.crash_records,
             "wifi_drops": self.drops,
             "simulated_hours": round(self.hours, 2),
             "boards": self.boards.ids if self.boards else [],

@@ -3,11 +3,13 @@ mutual TLS only (require_certificate), the certificate's CN as the user name
 (use_identity_as_username), the fleet CA's revocation list (crlfile) and an ACL that gives
 each identity its own topics:
 
-    a board <id>     publishes fleet/<id>/<name> (one level: telemetry, status, ...) and
-                     fleet/<id>/data/#; reads only fleet/<id>/cmd/# and fleet/<id>/ota/#
-    a collector      reads fleet/+/telemetry
-    the operator     reads fleet/#; alone publishes commands (fleet/+/cmd/#) and updates
-                     (fleet/+/ota/#, reserved for over-the-air updates)
+    a board <id>     publishes fleet/<id>/<name> (one level: telemetry, status, cert_req, ...)
+                     and fleet/<id>/data/#; reads only fleet/<id>/cmd/#, fleet/<id>/ota/#
+                     and fleet/<id>/cert/# (its renewed certificate)
+    a collector      reads fleet/+/telemetry and fleet/+/crash
+    the operator     reads fleet/#; alone publishes commands (fleet/+/cmd/#), updates
+                     (fleet/+/ota/#, reserved for over-the-air updates) and renewed
+                     certificates (fleet/+/cert/#, `fleetwire ca serve`)
 
 The ACL's patterns hold for every identity (%u is its CN), so a collector or operator has a
 board's rights on fleet/<its name>/ too; `fleetwire ca` keeps a board from taking a service's
@@ -64,6 +66,9 @@ def systemd_dropin(max_connections):
 TELEMETRY = "fleet/%s/telemetry"
 COMMANDS = "fleet/%s/cmd/"
 OTA = "fleet/%s/ota/"
+CERT = "fleet/%s/cert/"  # the issuer -> a board: cert/new, cert/refused; the operator: cert/renew
+CERT_REQ = "fleet/%s/cert_req"  # a board -> the issuer: its certificate, to be renewed
+CERT_OK = "fleet/%s/cert_ok"  # a board -> the issuer: switched (or not) to the new one
 
 
 def acl_text(operators=("operator",), collectors=("collector",)):
@@ -73,32 +78,37 @@ def acl_text(operators=("operator",), collectors=("collector",)):
         "# certificate's CN (use_identity_as_username); %u stands for it.",
         "#",
         "# Every board: publish one level under fleet/<its id>/ (telemetry, status, ...) and",
-        "# under fleet/<its id>/data/; read only its own commands and updates. A command or an",
-        "# update topic itself (fleet/<id>/cmd, fleet/<id>/ota) is nobody's to publish.",
+        "# under fleet/<its id>/data/; read only its own commands, updates and renewed",
+        "# certificates. A command, update or certificate topic itself (fleet/<id>/cmd,",
+        "# fleet/<id>/ota, fleet/<id>/cert) is nobody's to publish.",
         "pattern write fleet/%u/+",
         "pattern write fleet/%u/data/#",
         "pattern deny fleet/%u/cmd",
         "pattern deny fleet/%u/ota",
+        "pattern deny fleet/%u/cert",
         "pattern read fleet/%u/cmd/#",
         "pattern read fleet/%u/ota/#",
+        "pattern read fleet/%u/cert/#",
     ]
     for name in collectors:
         pki.check_name(name, "collector name")
         lines += [
             "",
-            "# a collector: the fleet's telemetry, nothing else",
+            "# a collector: the fleet's telemetry and crash records, nothing else",
             "user %s" % name,
             "topic read fleet/+/telemetry",
+            "topic read fleet/+/crash",
         ]
     for name in operators:
         pki.check_name(name, "operator name")
         lines += [
             "",
-            "# the operator: reads everything; alone sends commands and updates",
+            "# the operator: reads everything; alone sends commands, updates and certificates",
             "user %s" % name,
             "topic read fleet/#",
             "topic write fleet/+/cmd/#",
             "topic write fleet/+/ota/#",
+            "topic write fleet/+/cert/#",
         ]
     return "\n".join(lines) + "\n"
 

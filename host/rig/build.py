@@ -76,7 +76,21 @@ def build(out, mpy=False, arch=None, lines=False):
             shutil.copyfile(src, dst)
         written.append(os.path.relpath(dst, out))
     write_package_json(out, written)
+    if cross and not lines:
+        # -O3 tracebacks say only file and function: the map (host/rig/symbols.py) says where
+        from fleetwire.host.rig import symbols
+
+        srcs = []
+        root = os.path.dirname(device)
+        for src, _ in jobs:
+            with open(src) as f:
+                rel = os.path.relpath(src, root).replace(os.sep, "/")
+                srcs.append((os.path.basename(src), rel, f.read()))
+        symbols.write(os.path.join(out, SYMBOLS), srcs)
     return written
+
+
+SYMBOLS = "symbols.json"  # beside lib/: the host's, never copied to a board
 
 
 def write_package_json(out, written):

@@ -22,10 +22,22 @@ def ports_here():
         return []
 
 
-def console(port, log=None, until=None, timeout=None, out=None, baud=115200, wait=False, clock=None):
+# What the board prints while no console has its port open is gone: opening a serial port
+# flushes what waited (pyserial does, as a USB-serial adapter's driver would), so a console
+# opened after `deploy` reset the board can miss its boot and every line of a board that went
+# quiet after it. reset=True restarts the board once the console listens: Ctrl-C stops the
+# program (MicroPython's KeyboardInterrupt), Ctrl-D at the REPL soft-resets, and boot.py and
+# main.py run again, from their first line on the console.
+_STOP_AND_SOFT_RESET = b"\r\x03\x03\x04"
+
+
+def console(
+    port, log=None, until=None, timeout=None, out=None, baud=115200, wait=False, clock=None, reset=False
+):
     """Stream the port's lines -> the line that matched `until` (a regex), or None when
     `timeout` seconds passed. Raises ConsoleError for a port that does not exist
-    (unless wait=True: then wait for it to appear)."""
+    (unless wait=True: then wait for it to appear). reset=True: soft-reset the board once the
+    port is open, so that its lines from boot on are seen."""
     import serial
 
     out = out or sys.stdout
@@ -46,6 +58,10 @@ def console(port, log=None, until=None, timeout=None, out=None, baud=115200, wai
             if s is None:
                 try:
                     s = serial.Serial(port, baud, timeout=0.2)
+                    if reset:
+                        s.write(_STOP_AND_SOFT_RESET)
+                        s.flush()
+                        reset = False  # once: a port that comes back is the board's own reset
                     if gone:
                         _emit("[console] %s is back" % port, out, logf, clock)
                     gone = False

@@ -204,6 +204,10 @@ class VirtualBoard:
         marker = os.path.join(self.dir, "reset")
         if os.path.exists(marker):
             os.remove(marker)
+        if cause == "power_on":  # RTC memory (emul/machine.py) does not outlive the power
+            rtc = os.path.join(self.dir, "rtc")
+            if os.path.exists(rtc):
+                os.remove(rtc)
         self.boots += 1
         try:
             self.boot = bootloader.boot(self.flash)

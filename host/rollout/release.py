@@ -76,10 +76,11 @@ def unpack(data):
     return files
 
 
-def bundle(version, app_files=(), mpy=True, arch=None, extra=None):
+def bundle(version, app_files=(), mpy=True, arch=None, extra=None, symbols=None):
     """Build an app bundle -> bytes: the board tree (`fleetwire build`, .mpy by default) under
     lib/, each of `app_files` (paths) at the top (.py compiled to .mpy with mpy, except
-    boot.py/main.py, which never go in a bundle), `extra` ({name: bytes}) as given."""
+    boot.py/main.py, which never go in a bundle), `extra` ({name: bytes}) as given. symbols: a
+    path to write the release's symbol map to (fleetwire.host.rig.symbols), kept beside it."""
     from fleetwire.host.rig import build
 
     if not version or len(version) > 31:
@@ -110,6 +111,18 @@ def bundle(version, app_files=(), mpy=True, arch=None, extra=None):
             else:
                 with open(path, "rb") as f:
                     files[name] = f.read()
+        if symbols and mpy:
+            from fleetwire.host.rig import symbols as sym
+
+            m = sym.load(os.path.join(out, build.SYMBOLS))
+            m["release"] = version
+            for path in app_files:
+                if path.endswith(".py"):
+                    with open(path) as f:
+                        app = sym.make([(os.path.basename(path), os.path.basename(path), f.read())])
+                    m["files"].update(app["files"])
+            with open(symbols, "w") as f:
+                json.dump(m, f, indent=0, sort_keys=True)
     files.update(extra or {})
     files[VERSION_FILE] = version.encode()
     return pack(files)

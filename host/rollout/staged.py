@@ -16,7 +16,9 @@ Per stage: offer (retained, fleetwire.host.rollout.service), then until every of
   gate: the report's row for the release against the baseline's (the release the devices ran
   before). It halts when crash-free hours fall by more than max_crash_free_drop points, mean
   coverage by more than max_coverage_drop, or mean loss rises by more than max_loss_rise, or
-  when the release has fewer than min_device_hours in the report (not enough to judge).
+  when the release has fewer than min_device_hours in the report (not enough to judge); with
+  max_crash_free_devices_drop, when crash-free devices (the boards' crash records) fall by more.
+  A halt names the release's top crash signature, a new one first.
 A halt withdraws the offer from the devices that have not switched and, with
 rollback_on_halt, orders those that did back to the baseline. The verdict says why, with the
 numbers."""
@@ -50,6 +52,9 @@ class Thresholds:
     max_loss_rise: float = 0.02  # mean loss rate (0..1)
     min_device_hours: float = 2.0  # of the new release in the report, to judge at all
     max_failed_pct: float = 20.0  # rolled back + refused + failed, of the devices offered
+    # percentage points of crash-free devices (crash records, report table crash_releases); None: not
+    # checked (boards on a fleetwire without crash capture send none)
+    max_crash_free_devices_drop: float = None
 
 
 @dataclass
@@ -177,9 +182,13 @@ def _num(v):
     return None if math.isnan(x) else x
 
 
-def judge(rows, version, baseline, th):
+def judge(rows, version, baseline, th, crash=None):
     """The release table's rows (firmware_cohort, as dicts) -> Verdict for `version` against
-    `baseline` (None: the row's prev_fw_version, the next lower release in the table)."""
+    `baseline` (None: the row's prev_fw_version, the next lower release in the table). crash:
+    the report's crash tables' rows {"crash_releases": [...], "crash_signatures": [...]}: a
+    halt names the release's top crash signature (a new one first), and crash-free devices are
+    checked when th.max_crash_free_devices_drop is set."""
+    crash = crash or {}
     by = {r.get("fw_version"): r for r in rows}
     new = by.get(version)
     if new is None:
@@ -203,9 +212,26 @@ def judge(rows, version, baseline, th):
         ("coverage", "mean_coverage", -1, th.max_coverage_drop, "%.3f", "%+.3f"),
         ("loss", "mean_loss_rate", +1, th.max_loss_rise, "%.4f", "%+.4f"),
     ]
+    freed = {r.get("fw_version"): r for r in crash.get("crash_releases", ())}
+    if th.max_crash_free_devices_drop is not None:
+        checks.insert(
+            1,
+            (
+                "crash-free devices",
+                "crash_free_devices_pct",
+                -1,
+                th.max_crash_free_devices_drop,
+                "%.1f %%",
+                "%+.1f points",
+            ),
+        )
     lines, bad, numbers = [], [], {}
     for label, col, worse, limit, fmt, dfmt in checks:
-        a, b = _num(new.get(col)), _num(base.get(col))
+        if col == "crash_free_devices_pct":
+            a = _num(freed.get(version, {}).get(col, 100.0 if freed else None))
+            b = _num(freed.get(base_v, {}).get(col, 100.0 if freed else None))
+        else:
+            a, b = _num(new.get(col)), _num(base.get(col))
         if a is None or b is None:
             lines.append("%-17s %s: no value" % (label, version if a is None else base_v))
             continue
@@ -241,7 +267,26 @@ def judge(rows, version, baseline, th):
                 )
             )
     numbers["baseline"] = base_v
-    return Verdict(not bad, lines, numbers, "; ".join(bad))
+    why = "; ".join(bad)
+    if bad:
+        top = top_crash(crash.get("crash_signatures", ()), version, base_v)
+        if top:
+            numbers["top_crash"] = top
+            lines.append("top crash         " + top)
+            why += "; " + top
+    return Verdict(not bad, lines, numbers, why)
+
+
+def top_crash(signatures, version, baseline):
+    """The top crash signature of `version` in the report's crash_signatures rows, a new one
+    (not on `baseline`) first -> "top new crash <signature>, N devices", or ""."""
+    from fleetwire.host.analytics.crashes import top
+
+    row, new = top(list(signatures), version, baseline)
+    if row is None:
+        return ""
+    n = int(row["devices"])
+    return "top %scrash %s, %d device%s" % ("new " if new else "", row["signature"], n, "" if n == 1 else "s")
 
 
 def _hours(row):
@@ -249,15 +294,19 @@ def _hours(row):
     return "%g" % h if h is not None else "?"
 
 
-def run_report(landing, out, log=print):
+def run_report(landing, out, log=print, crash=None):
     """The fleet report over `landing` into `out` (fleetwire.host.analytics, in this process)
-    -> the release table's rows (firmware_cohort, as dicts). RuntimeError when it fails."""
+    -> the release table's rows (firmware_cohort, as dicts); crash (a dict) gets the crash
+    tables' rows (crash_releases, crash_signatures). RuntimeError when it fails."""
     from fleetwire.host.analytics import job
 
     try:
         res = job.report(landing, out, report=False, log=log)
     except Exception as e:  # noqa: BLE001 - the gate says what failed; the rollout halts on it
         raise RuntimeError("the fleet report over %s failed: %s" % (landing, e))
+    if crash is not None:
+        for t in ("crash_releases", "crash_signatures"):
+            crash[t] = job.table_rows(res, t)
     return job.table_rows(res, "firmware_cohort")
 
 
@@ -271,8 +320,9 @@ class Gate:
     def __call__(self, version, baseline):
         if self.seal is not None:
             self.seal()
-        rows = run_report(self.landing, self.out, self.log)
-        return judge(rows, version, baseline, self.th)
+        crash = {}
+        rows = run_report(self.landing, self.out, self.log, crash)
+        return judge(rows, version, baseline, self.th, crash)
 
 
 # ---- the rollout

@@ -26,7 +26,8 @@ def test_a_cluster_driver_keeps_the_jvm_defaults(spark_cluster):
     # trade G1's short pauses for throughput there, or to hold back its compiler
     code = (
         "from fleetwire.host.analytics import session\n"
-        "s = session.build(%r, app='jvm-defaults-check')\n"
+        # executors of two cores, which no worker has: the driver's JVM alone starts
+        "s = session.build(%r, app='jvm-defaults-check', extra={'spark.executor.cores': '2'})\n"
         "jvm = s._jvm\n"
         "beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()\n"
         "print(sorted(b.getName() for b in beans))\n"

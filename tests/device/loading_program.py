@@ -33,6 +33,10 @@ elif scenario == "tls":
     with open(sys.argv[4], "rb") as f:
         ctx.load_verify_locations(cadata=f.read())
     kw["ssl"] = ctx
+elif scenario == "crash":
+    from fleetwire import crashrun
+
+    crashrun.install("1.0.0", 1)
 c = MQTTClient("loading-" + scenario, host, port, keepalive=30, **kw)
 c.set_callback(lambda t, m: None)
 step("construct")

@@ -19,6 +19,8 @@ FEATURES = {
     "tls",
     "tls.wrap",
     "tls.aio",
+    "tls.watch",  # certificates renewed over the air: the runner with cert_renew_days
+    "tls.renew",
     "dropold",
     "ring",
     "ring.store",
@@ -34,6 +36,11 @@ FEATURES = {
     "errkinds",  # the exception classes a caller tells apart: loaded with the first error
     "errors",  # their documented home, loaded when a program names it (fleetwire.errors)
     "feed",  # bytes in for the tests' and sweeps' drivers, never a client's
+    "crash",  # crash capture: the runner's, or a program's own crashrun.install()
+    "crashrun",  # install() and run() for a program of its own
+    "crashsend",  # a boot's crash records to flash and to the broker: the runner's
+    "crashfile",  # crash records in a file where a port has no RTC memory (the unix port)
+    "crashprint",  # print() feeding the crash record's log: "crash_print": true
 }
 # what the plain program loads, all of it at import
 PLAIN = {"client", "session", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
@@ -91,6 +98,9 @@ def test_a_plain_program_loads_no_feature_module(board_lib, mosquitto):
         ("drop", "construct", {"dropold"}),  # drop_oldest=True
         ("unsubscribe", "unsubscribe", set()),  # in the core
         ("will", "connect", set()),  # in the core (CONNECT carries it)
+        # crashrun.install(): the capture, and what sends the last boot's records until its
+        # Sender is closed; the unix port keeps records in a file (a board: RTC memory)
+        ("crash", "construct", {"crash", "crashrun", "crashsend", "crashfile"}),
     ],
 )
 def test_each_option_or_call_loads_its_own_module(board_lib, mosquitto, scenario, step, modules):

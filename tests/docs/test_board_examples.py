@@ -45,6 +45,9 @@ def test_flash_deploy_and_console_bring_a_board_up_with_its_app(vboard, mosquitt
     src = snippet("shell/flash_deploy.sh")
     # a virtual board's port carries no modem lines for esptool's stub: it takes --no-stub
     src = src.replace("fleetwire flash ", "fleetwire flash --no-stub ")
+    # the console's wait is a deadline: a loaded machine (the suite on four workers) boots slower
+    src = src.replace('--until "app: ready" --timeout 60', '--until "app: ready" --timeout 240')
+    assert "--timeout 240" in src
     r = subprocess.run(
         ["bash", "-e", "-c", src],
         cwd=tmp_path,
@@ -78,7 +81,7 @@ def board(tmp_path):
         text=True,
         start_new_session=True,  # its boards with it: killed as a group if Ctrl-C does not end them
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a deadline: two boards' start on a loaded machine
     while not (os.path.exists(prefix + "1") and os.path.exists(prefix + "2")):
         assert p.poll() is None and time.monotonic() < deadline, "no boards: %s" % p.stdout.read()
         time.sleep(0.1)

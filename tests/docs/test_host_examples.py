@@ -3,10 +3,14 @@ the page says so, on the MicroPython unix port too), the example pytest tests as
 suite, and the shell examples line by line against the real `fleetwire` command, in a
 directory of their own."""
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
+
+from cryptography import x509
 
 from fleetwire.host.rig import micropython
 
@@ -107,6 +111,58 @@ def test_the_identity_example_makes_the_ca_the_broker_config_and_the_host_creden
     assert "PRIVATE KEY" not in out  # no command prints a key
 
 
+def test_the_renewal_example_serves_the_fleet_ca_and_orders_a_board_to_renew(
+    tmp_path, fleet_ca, identity_mosquitto, host_credentials, make_observer
+):
+    # the issuer (`ca serve`, in the background) and the order, against a broker that enforces
+    # identity; the board is played by a client with a board's certificate
+    import shutil
+
+    from fleetwire.host.identity import pki
+
+    me = "docs-renew-%d" % os.getpid()
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    cert, key = host_credentials("operator")
+    shutil.copy(cert, str(creds / "operator.pem"))
+    shutil.copy(key, str(creds / "operator.key"))
+    shutil.copy(identity_mosquitto.ca_pem, str(creds / "ca.pem"))
+    board = make_observer(identity_mosquitto, identity=(me, "device"))
+    old = pki.load_certificate(host_credentials(me, "device")[0])
+    board.subscribe("fleet/%s/cert/#" % me, 1)
+    b = identity_mosquitto
+    try:
+        shell(
+            "shell/identity_renew.sh",
+            tmp_path,
+            env={"FLEETWIRE_CA": fleet_ca.dir},
+            replace=[
+                ("broker.local:8883", "127.0.0.1:%d" % b.port),
+                ("sensor-17", me),
+                (
+                    '"systemctl reload mosquitto" &',
+                    '"kill -HUP %d" > serve.log 2>&1 & echo $! > serve.pid; sleep 3' % b.proc.pid,
+                ),
+            ],
+        )
+        board.wait_until(lambda m: any(x[0] == "fleet/%s/cert/renew" % me for x in m), timeout=30)
+        board.publish("fleet/%s/cert_req" % me, pki.der(old), qos=1)
+        got = board.wait_until(lambda m: any(x[0] == "fleet/%s/cert/new" % me for x in m), timeout=30)
+        new = x509.load_der_x509_certificate([x[1] for x in got if x[0].endswith("/cert/new")][0])
+        assert pki.common_name(new) == me and new.public_key() == old.public_key()
+        board.publish("fleet/%s/cert_ok" % me, "ok %x %x" % (new.serial_number, old.serial_number), qos=1)
+        deadline = time.monotonic() + 30
+        while not fleet_ca.revoked(old) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert fleet_ca.revoked(old) and not fleet_ca.revoked(new)
+    finally:
+        pid = tmp_path / "serve.pid"
+        if pid.exists():
+            os.kill(int(pid.read_text()), signal.SIGINT)
+    log = (tmp_path / "serve.log").read_text()
+    assert "issuing for fleetwire fleet CA" in log and "PRIVATE KEY" not in log
+
+
 def test_the_rollout_example_makes_the_release_key_and_bundles_the_app(tmp_path):
     (tmp_path / "app.py").write_text(snippet("device/app.py"))
     # the first two lines run; the rollout itself needs a fleet: its line is parsed by
@@ -168,7 +224,7 @@ def test_the_key_rotation_example_sends_each_board_the_new_set_then_the_old_key_
     assert "%s  signs" % keys.signing_id in out and "%s  retired" % first.signing_id in out
     watcher = make_observer(mosquitto)
     watcher.subscribe("fleet/+/ota/keys", 1)
-    got = watcher.wait_for(2, timeout=10)
+    got = watcher.wait_for(2, timeout=60)
     try:
         assert sorted(t for t, *_ in got) == ["fleet/%s/ota/keys" % i for i in ids]
         for _, payload, _, retained in got:
@@ -231,17 +287,17 @@ def test_the_proxy_example_forwards_mqtt_with_its_script(tmp_path, mosquitto, ma
 
         from fleetwire.host.brokers.base import accepts
 
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a deadline: a loaded machine's start-up, not a speed
         while not accepts("127.0.0.1", port):  # until the proxy listens
             assert time.monotonic() < deadline, "the proxy never listened"
             time.sleep(0.1)
         client = Observer("127.0.0.1", port)
         client.publish("fleet/sensor-17/status", b"through the proxy", qos=1)
-        assert watcher.wait_for(1, timeout=10)[0][1] == b"through the proxy"
+        assert watcher.wait_for(1, timeout=60)[0][1] == b"through the proxy"
         client.close()
     finally:
         proxy.send_signal(signal.SIGINT)
-        out = proxy.communicate(timeout=10)[0]
+        out = proxy.communicate(timeout=60)[0]
     assert "PUBLISH" in out, out  # it prints every packet
 
 
@@ -263,3 +319,32 @@ def test_the_example_tests_are_collected_here():
     assert test_the_board_reports_its_vitals.__module__ == "test_my_board"
     assert test_a_cut_link_loses_nothing.__module__ == "test_with_proxy"
     assert all(os.path.exists(os.path.join(SNIPPETS, n)) for n in EXAMPLE_TESTS)
+
+
+def test_the_symbolicate_example_names_the_source_lines_and_function_of_each_frame(tmp_path):
+    from fleetwire.host.rig import build
+
+    build.build(str(tmp_path / "build"), mpy=True)  # as fleetwire bundle builds a release's tree
+    os.rename(str(tmp_path / "build" / build.SYMBOLS), str(tmp_path / "app-1.5.0.symbols.json"))
+    tb = (
+        "Traceback (most recent call last):\n"
+        '  File "app.py", line 14, in step\n'
+        '  File "client.py", line 1, in publish\n'
+        "QueueFull: the queue is full\n"
+    )
+    (tmp_path / "crash.json").write_text(json.dumps({"traceback": tb}))
+    path = os.path.join(SNIPPETS, "host/symbolicate.py")
+    r = subprocess.run(
+        [sys.executable, path, "crash.json", "app-1.5.0.symbols.json"],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[1] == '  File "app.py", line 14, in step'  # built with its lines: as it was
+    assert out[2].startswith('  File "device/client.py", line ') and out[2].endswith(
+        " (MQTTClient.publish), in publish"
+    )
+    assert out[3] == "QueueFull: the queue is full"

@@ -102,7 +102,9 @@ def test_the_config_reference_names_every_key_the_board_reads():
     assert sorted(documented - keys) == []
 
 
-@pytest.mark.parametrize("name", ["files/device.json", "files/device_tls.json", "files/aws_iot.json"])
+@pytest.mark.parametrize(
+    "name", ["files/device.json", "files/device_tls.json", "files/device_renew.json", "files/aws_iot.json"]
+)
 def test_the_config_examples_are_configs_deploy_accepts_with_documented_keys(name, tmp_path):
     from fleetwire.host.rig.deploy import load_config
 

@@ -329,3 +329,79 @@ def test_on_a_broker_that_enforces_identity_the_collector_logs_in_with_its_certi
     with pytest.raises(RuntimeError) as e:
         Collector(b.host, b.port, land, "c-no-identity", tls_ca=b.ca_pem).start(timeout=2)
     assert "broker 127.0.0.1:%d" % b.port in str(e.value)
+
+
+def crash(device="d1", boot=4, crash_id=77, **kw):
+    r = {
+        "device_id": device,
+        "boot_id": boot,
+        "crash_id": crash_id,
+        "kind": "exception",
+        "type": "ZeroDivisionError",
+        "message": "divide by zero",
+        "traceback": "Traceback (most recent call last):\n...",
+        "log": ["step 3"],
+        "fw_version": "1.5.0",
+    }
+    r.update(kw)
+    return json.dumps(r)
+
+
+def board_record(boot=7, crash_id=3):
+    # a record's bytes as a board sends them (the layout in device/crash.py)
+    import struct
+
+    from fleetwire.host.fleet.crashrec import sum16
+
+    release, msg = b"1.5.0", b"ZeroDivisionError: divide by zero"
+    tb = b'Traceback (most recent call last):\n  File "app.py", line 1, in step\n' + msg + b"\n"
+    b = bytearray(256)
+    r, m = 32 + len(release), 32 + len(release) + len(msg)
+    t = m + len(tb)
+    b[0:2] = b"FC"
+    struct.pack_into("<HH", b, 2, crash_id, t)
+    struct.pack_into("<IIII", b, 8, boot, 60, 30000, 0)
+    b[25], b[26] = 2, 16  # a log ring of 2 lines of 16 bytes, at the end
+    struct.pack_into("<HH", b, 28, r, m)
+    b[32:t] = release + msg + tb
+    b[224:229] = b"hello"
+    struct.pack_into("<H", b, 6, sum16(b))
+    return bytes(b)
+
+
+def test_crash_records_land_once_each_whatever_the_copies(fresh_mosquitto, tmp_path):
+    b = fresh_mosquitto()
+    land = str(tmp_path / "landing")
+    with Collector(b.host, b.port, land, "c-crash") as c:
+        p = Publisher(b)
+        for payload, device in [
+            (crash(), "d1"),
+            (crash(), "d1"),  # sent again: its acknowledgement was lost
+            (crash(boot=5), "d1"),
+            (crash(device="d2"), "d2"),
+            (crash(device="d2"), "d1"),  # under another board's topic: quarantined
+            ('{"device_id": "d1"}', "d1"),
+            (board_record(), "d3"),  # a board's: the record's bytes, its device the topic's
+            (board_record()[:100] + b"?" + board_record()[101:], "d3"),  # one byte wrong: its sum
+        ]:
+            p.c.publish("fleet/%s/crash" % device, payload, qos=1)
+        p.send(json.dumps(record(seq=1)))
+        assert until(lambda: c.received == 9)
+        p.close()
+    files = sorted(os.listdir(os.path.join(land, "_crashes")))
+    assert files == ["d1.4.77.json", "d1.5.77.json", "d2.4.77.json", "d3.7.3.json"]
+    assert (c.crashes, c.crash_repeats, c.quarantined, c.landed) == (4, 1, 3, 1)
+    with open(os.path.join(land, "_crashes", "d3.7.3.json")) as f:
+        r = json.load(f)
+    assert (r["device_id"], r["kind"], r["type"], r["message"], r["fw_version"]) == (
+        "d3",
+        "exception",
+        "ZeroDivisionError",
+        "divide by zero",
+        "1.5.0",
+    )
+    assert r["traceback"].endswith(", in step\nZeroDivisionError: divide by zero\n") and r["log"] == ["hello"]
+    with open(os.path.join(land, "_crashes", "d1.4.77.json")) as f:
+        r = json.load(f)
+    assert r["type"] == "ZeroDivisionError" and r["rx_ts"] > 0
+    assert landed(land)[0]["seq"] == 1  # telemetry lands as before, apart

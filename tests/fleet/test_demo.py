@@ -49,6 +49,8 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
     first = r.stdout.split("rolling out 1.5.0", 1)[-1].split("rolling out 1.5.1", 1)[0]
     said = "\n".join(x for x in first.splitlines() if not x.startswith("stage "))  # the 1.5.0 rollout
     assert back and "crash-free hours" in halted[0] and "on 1.5.0 against" in halted[0], said[-3000:]
+    # and names the crash the bad release brought, from the boards' crash records
+    assert "; top new crash ZeroDivisionError in average (app.py), " in halted[0], halted[0]
     # the first stage is 10 devices; one that the bad release crashed in its trial is back on
     # 1.4.2 by itself (its bootloader), so the gate orders back the others
     assert 1 <= int(back.group(1)) <= 10, halted[0]
@@ -83,10 +85,14 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
     page = (out / "report" / "report.html").read_text()
     assert "the simulator kept its schedule" in page or "the simulator fell behind" in page
     assert "title='latency_p50'" not in page and "Publish latency is left out" in page
+    assert "<code>ZeroDivisionError in average (app.py)</code>" in page  # under "Why boards crash"
     head = [x for x in r.stdout.splitlines() if x.split()[:2] == ["firmware", "devices"]]
     assert head and "latency" not in head[0], head
     assert "(no publish latency: in compressed time the simulated devices measure none)" in r.stdout
     landed = [os.path.join(d, f) for d, _, fs in os.walk(out / "landing") for f in fs]
+    crashes = [f for f in landed if os.path.basename(os.path.dirname(f)) == "_crashes"]
+    assert crashes and all(f.endswith(".json") for f in crashes)  # one file a crash record
+    landed = [f for f in landed if f not in crashes]
     assert landed and all(f.endswith(".ndjson") for f in landed)  # whole files only
     # the devices' own records say so, as the collector landed them
     import json

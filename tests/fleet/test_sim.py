@@ -10,7 +10,7 @@ import sys
 import time
 
 from fleetwire.host.fleet.collector import Collector, check_record
-from fleetwire.host.fleet.device import RELEASES
+from fleetwire.host.fleet.device import CRASHES, NEW_CRASH, RELEASES
 from fleetwire.host.fleet.sim import Simulator
 from fleet_helpers import landed
 
@@ -55,6 +55,36 @@ def test_a_simulated_fleet_reports_through_rollout_crashes_and_drops_and_loses_n
     assert any(r["vbat_mv"] is None for r in recs) and any(r["vbat_mv"] for r in recs)
     # in compressed time a round trip on the real clock is not the device's: no latency is claimed
     assert all(r["publish_latency_ms"] is None for r in recs)
+    # a crash is sent once after the reboot (a crash near the end, never): one file a record
+    got = crashes(land)
+    assert res["crashes"] > 0 and 0 < len(got) <= res["crash_records"] <= res["crashes"]
+    assert {r["kind"] for r in got} <= {"exception", "watchdog", "brownout"}
+    assert {r["type"] for r in got if r["kind"] == "exception"} <= {c[0] for c in CRASHES}  # no bad release
+
+
+def crashes(land):
+    import glob
+    import os
+
+    return [json.load(open(f)) for f in glob.glob(os.path.join(land, "_crashes", "*.json"))]
+
+
+def test_a_bad_release_crashes_with_an_exception_of_its_own(fresh_mosquitto, tmp_path):
+    b = fresh_mosquitto(max_queued=100000)
+    land = str(tmp_path / "landing")
+    with Collector(b.host, b.port, land, "sim-bad"):
+        sim = Simulator(b.host, b.port, devices=20, period_s=60, speed=720, duration=8, seed=5, bad=["1.5.0"])
+        res = asyncio.run(sim.run())
+        time.sleep(1)
+    assert res["errors"] == 0, res["last_error"]
+    types = collections.defaultdict(collections.Counter)
+    for r in crashes(land):
+        if r["kind"] == "exception":
+            types[r["fw_version"]][r["type"]] += 1
+            assert r["traceback"].endswith("%s: %s\n" % (r["type"], r["message"]))
+    new = NEW_CRASH[0]
+    assert types["1.5.0"].most_common(1)[0][0] == new, types  # the bad release's own crash leads
+    assert new not in types["1.4.2"], types
 
 
 def test_the_command_line_simulator_runs_and_reports(fresh_mosquitto):

@@ -5,6 +5,7 @@ with `--board PORT --board-broker HOST:PORT` on a real one (see docs/guides/hil.
 import json
 import time
 
+from fleetwire.host.fleet.crashrec import parse
 from fleetwire.host.testing.hil import device_config, wait
 
 ECHO_APP = """
@@ -103,3 +104,48 @@ def test_a_second_deploy_copies_nothing_and_keeps_the_boards_key(hil_board, hil_
     cfg["period_s"] = 30
     third = hil_board.deploy(cfg)
     assert third["copied"] == ["config.json"]
+
+
+CRASH_APP = """
+# fails once: the third step of the first boot divides by zero
+from fleetwire import crash
+import os
+n = 0
+def setup(client):
+    print("app: up")
+def step(client):
+    global n
+    n += 1
+    crash.log("step %d" % n)
+    if n == 3 and "crashed" not in os.listdir():
+        open("crashed", "w").close()
+        reading(0)
+def reading(x):
+    return 100 // x
+"""
+
+
+def test_a_crash_in_the_app_is_recorded_reset_and_landed_once(hil_board, hil_broker, hil_observer, request):
+    cfg = device_config(request, hil_broker, fw_version="3.1.0")
+    cfg["crash_print"] = True  # print() feeds the log ring too
+    topic = "fleet/%s/crash" % cfg["device_id"]
+    hil_observer.subscribe(topic, 1)
+    hil_observer.subscribe("fleet/%s/telemetry" % cfg["device_id"], 1)
+    hil_board.put("app.py", CRASH_APP)
+    hil_board.deploy(cfg)
+    w = hil_board.watch()
+    w.wait_for("main: crashed", 30)  # recorded, then the runner resets the board
+    assert wait(lambda: [m for m in hil_observer.messages if m[0] == topic], 30), w.text[-2000:]
+    time.sleep(1.5)  # a second copy would come by now
+    recs = [parse(m[1], cfg["device_id"]) for m in hil_observer.messages if m[0] == topic]
+    (r,) = {(x["device_id"], x["boot_id"], x["crash_id"]): x for x in recs}.values()  # one key
+    assert (r["kind"], r["type"], r["fw_version"]) == ("exception", "ZeroDivisionError", "3.1.0")
+    assert r["traceback"].rstrip().endswith("ZeroDivisionError: divide by zero")
+    assert ", in step\n" in r["traceback"] and ", in reading\n" in r["traceback"]
+    assert "app: up" in r["log"] and r["log"][-3:] == ["step 1", "step 2", "step 3"]
+
+    def next_boot():
+        return [x for x in records(hil_observer, cfg["device_id"]) if x["boot_id"] == r["boot_id"] + 1]
+
+    assert wait(next_boot, 10)
+    assert next_boot()[0]["reset_cause"] == "panic"  # not the runner's reset: the crash before it

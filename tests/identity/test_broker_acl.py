@@ -4,6 +4,7 @@ telemetry and nothing else, the operator alone sends commands and updates, and a
 without a certificate gets nowhere. Each refusal is proven by a subscriber that would have
 seen the message."""
 
+import time
 import pytest
 
 
@@ -55,3 +56,17 @@ def test_a_client_without_a_certificate_is_refused(identity_mosquitto):
         )
     assert "CONNACK" in str(e.value) or "could not reach" in str(e.value)
     identity_mosquitto.wait_for_log("peer did not return a certificate")
+
+
+def test_a_board_sends_its_crash_records_the_collector_reads_them_and_no_one_else_writes_them(
+    identity_mosquitto, make_observer
+):
+    board = make_observer(identity_mosquitto, identity=("acl-board-2", "device"))
+    other = make_observer(identity_mosquitto, identity=("acl-board-3", "device"))
+    collector = make_observer(identity_mosquitto, identity=("collector", "collector"))
+    collector.subscribe("fleet/+/crash", 1)
+    other.publish("fleet/acl-board-2/crash", b"posing-as-board-2", qos=1)
+    board.publish("fleet/acl-board-2/crash", b"crash-record", qos=1)
+    collector.wait_until(lambda m: any(x[1] == b"crash-record" for x in m))
+    time.sleep(0.2)
+    assert [x[1] for x in collector.messages] == [b"crash-record"]

@@ -48,11 +48,13 @@ def board_keys_seq(vb):
 
 
 def console_until(port, pattern, timeout=90):  # a deadline (a loaded machine took 30 s)
+    """The board reset by the console once it listens (deploy --no-reset), so that a board
+    quicker than a loaded machine's console cannot print the line before it is read."""
     import io
     from fleetwire.host.rig.console import console
 
     buf = io.StringIO()
-    hit = console(port, until=pattern, timeout=timeout, out=buf, wait=True)
+    hit = console(port, until=pattern, timeout=timeout, out=buf, wait=True, reset=True)
     assert hit is not None, buf.getvalue()[-2000:]
     return buf.getvalue()
 
@@ -108,7 +110,17 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
             '{"device_id": "keyless-1", "broker": "localhost", "port": %d, "period_s": 1, "ota": true}' % port
         )
         out = run(
-            "deploy", "--port", vb.port, "--config", cfg, "--mpy", "--ca", ca_dir, "--release-keys", rel_dir
+            "deploy",
+            "--port",
+            vb.port,
+            "--config",
+            cfg,
+            "--mpy",
+            "--ca",
+            ca_dir,
+            "--release-keys",
+            rel_dir,
+            "--no-reset",
         )
         assert "identity: issued keyless-1's certificate" in out
         assert "release keys: the board trusts key set 1 (%s)" % k1 in out
@@ -142,7 +154,17 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
         out = run("release", "list", "--dir", rel_dir)
         assert "%s  signs" % k2 in out and "%s  retired" % k1 in out
         out = run(
-            "deploy", "--port", vb.port, "--config", cfg, "--mpy", "--ca", ca_dir, "--release-keys", rel_dir
+            "deploy",
+            "--port",
+            vb.port,
+            "--config",
+            cfg,
+            "--mpy",
+            "--ca",
+            ca_dir,
+            "--release-keys",
+            rel_dir,
+            "--no-reset",
         )
         assert "identity: kept keyless-1's certificate" in out
         assert "release keys: the board trusts key set 3 (%s)" % k2 in out
@@ -158,6 +180,7 @@ def test_the_operators_commands_never_print_a_key(tmp_path):
             "--rotate",
             "--release-keys",
             rel_dir,
+            "--no-reset",
         )
         said.append(console_until(vb.port, "main: connected"))
         board_keys.append(pki.load_private_key(os.path.join(vb.fs, "tls", "key.der")))
@@ -296,3 +319,22 @@ def test_no_board_may_take_a_service_name_even_before_the_service_has_a_certific
     with pytest.raises(pki.PKIError, match="operator identity"):
         ca.issue("ops-desk", "device")
     assert "user ops-desk" in (tmp_path / "broker" / "acl").read_text()
+
+
+def test_the_issuer_needs_the_operators_login_and_a_bounded_validity(tmp_path):
+    ca_dir = tmp_path / "ca"
+    assert cli("ca", "init", "--ca", ca_dir).returncode == 0
+    r = cli("ca", "serve", "--ca", ca_dir, "--broker", "127.0.0.1:1")
+    assert r.returncode == 2 and "logs in as the operator: --tls-ca, --cert and --key" in r.stderr
+    creds = tmp_path / "creds"
+    assert (
+        cli("ca", "issue", "operator", "--role", "operator", "--out", creds, "--ca", ca_dir).returncode == 0
+    )
+    login = ["--tls-ca", creds / "ca.pem", "--cert", creds / "operator.pem", "--key", creds / "operator.key"]
+    r = cli("ca", "serve", "--ca", ca_dir, "--broker", "127.0.0.1:1", "--days", "731", *login)
+    assert r.returncode == 2 and "--days: 1 to 730" in r.stderr
+    r = cli("ca", "order", "no/such", "--ca", ca_dir, "--broker", "127.0.0.1:1", *login)
+    assert r.returncode == 2 and "device id 'no/such'" in r.stderr
+    r = cli("ca", "order", "sensor-17", "--ca", ca_dir, "--broker", "127.0.0.1:%d" % free_port(), *login)
+    assert r.returncode == 2 and "cannot reach it" in r.stderr
+    assert "PRIVATE KEY" not in r.stdout + r.stderr

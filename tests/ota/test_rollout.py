@@ -86,6 +86,51 @@ def test_the_gate_halts_a_release_that_crashes_more_and_says_so_with_the_numbers
     assert "(30 device-hours)" in v.lines[0] and "(400)" in v.lines[0]
 
 
+def sig(version, signature, devices, crashes=None):
+    return {"fw_version": version, "signature": signature, "devices": devices, "crashes": crashes or devices}
+
+
+CRASHES = {
+    "crash_releases": [
+        {"fw_version": "1.4.2", "crash_free_devices_pct": 99.0},
+        {"fw_version": "1.5.0", "crash_free_devices_pct": 91.0},
+    ],
+    "crash_signatures": [
+        sig("1.4.2", "KeyError in read (sensor.py)", 4),
+        sig("1.5.0", "KeyError in read (sensor.py)", 12),  # more devices, but 1.4.2 had it
+        sig("1.5.0", "ZeroDivisionError in step (app.py)", 9),
+        sig("1.5.0", "OSError in send (net.py)", 2),
+    ],
+}
+
+
+def test_a_halt_names_the_top_new_crash_of_the_release():
+    v = ro.judge(
+        [BASE, cohort("1.5.0", 30, 80.0, 0.985, 0.002, "1.4.2")], "1.5.0", "1.4.2", ro.Thresholds(), CRASHES
+    )
+    assert not v.ok
+    assert v.reason.endswith("; top new crash ZeroDivisionError in step (app.py), 9 devices")
+    assert v.numbers["top_crash"] == "top new crash ZeroDivisionError in step (app.py), 9 devices"
+    # no new one: the top one, said so
+    old = dict(CRASHES, crash_signatures=CRASHES["crash_signatures"][:2])
+    v = ro.judge([BASE, cohort("1.5.0", 30, 80.0, 0.985, 0.002)], "1.5.0", "1.4.2", ro.Thresholds(), old)
+    assert v.reason.endswith("; top crash KeyError in read (sensor.py), 12 devices")
+    # a release let through names none
+    v = ro.judge([BASE, cohort("1.5.0", 30, 98.0, 0.99, 0.001)], "1.5.0", "1.4.2", ro.Thresholds(), CRASHES)
+    assert v.ok and "top_crash" not in v.numbers
+
+
+def test_crash_free_devices_can_gate_a_stage():
+    ok = cohort("1.5.0", 30, 98.5, 0.99, 0.001)  # crash-free hours alone would let it through
+    assert ro.judge([BASE, ok], "1.5.0", "1.4.2", ro.Thresholds(), CRASHES).ok  # not checked by default
+    v = ro.judge([BASE, ok], "1.5.0", "1.4.2", ro.Thresholds(max_crash_free_devices_drop=5.0), CRASHES)
+    assert not v.ok
+    assert v.reason == (
+        "crash-free devices 91.0 % on 1.5.0 against 99.0 % on 1.4.2 (-8.0 points, the limit is -5.0 points)"
+        "; top new crash ZeroDivisionError in step (app.py), 9 devices"
+    )
+
+
 @pytest.mark.parametrize(
     "new,what",
     [

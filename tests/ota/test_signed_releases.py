@@ -241,6 +241,9 @@ def test_an_order_back_is_taken_only_signed_and_naming_the_release_it_replaces(b
         ("1.9.2", "1.10.0"),
         ("2.0.0-rc1", "2.0.0"),
         ("2.0.0-rc1", "2.0.0-rc2"),
+        ("2.0.0-rc9", "2.0.0-rc10"),  # the tag's number as a number, not as text
+        ("2.0.0-beta.2", "2.0.0-beta.11"),
+        ("2.0.0-alpha9", "2.0.0-beta1"),
         ("dev", "0.0.1"),
         ("1.4", "1.4.1"),
     ],

@@ -37,6 +37,23 @@ def soft_reset():
     reset()
 
 
+class RTC:
+    # RTC memory (ESP32: RTC_NOINIT, 2048 bytes): a file beside the board's flash that
+    # machine.reset(), a crash and the watchdog leave and a power cut removes (vboard.py)
+    def memory(self, data=None):
+        p = _vboard.DIR + "/rtc"
+        if data is None:
+            try:
+                with open(p, "rb") as f:
+                    return f.read()
+            except OSError:
+                return b""
+        if len(data) > 2048:
+            raise ValueError("buffer too long")
+        with open(p, "wb") as f:
+            f.write(data)
+
+
 def freq(*a):
     return 240000000
 
