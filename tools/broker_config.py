@@ -9,14 +9,20 @@ issued by the fleet CA; boards check it against the same CA.
   fleetwire broker-config --ca ~/.fleetwire/ca --host broker.local --out /etc/mosquitto/fleet
   mosquitto -c /etc/mosquitto/fleet/mosquitto.conf
 
+The listener takes at most --max-connections clients (default 12,000). mosquitto needs a file
+descriptor per client and keeps the open-file limit it is started with (under systemd 1,024
+unless the unit says otherwise): the directory's systemd-limits.conf gives it enough, and the
+command says what this machine allows.
+
 After `fleetwire ca revoke` on this machine the directory's crl.pem is rewritten: reload the
 broker (SIGHUP) to apply it. Host tools log in with certificates from `fleetwire ca issue`.
 """
 
 import os
+import resource
 import sys
 
-from fleetwire.host.identity import pki
+from fleetwire.host.identity import brokerconf, pki
 
 
 def add_arguments(p):
@@ -41,6 +47,13 @@ def add_arguments(p):
         "--collector", action="append", default=None, help="collector identity (default: collector)"
     )
     p.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="clients the listener takes at most; mosquitto then needs this many file descriptors "
+        "and %d more (default %d)" % (brokerconf.FD_SPARE, brokerconf.MAX_CONNECTIONS),
+    )
+    p.add_argument(
         "--user",
         default=None,
         help="the system user mosquitto runs as (its `user` option); it must be able to read the directory",
@@ -48,10 +61,12 @@ def add_arguments(p):
 
 
 def run(args):
-    from fleetwire.host.identity import brokerconf
-
     if not 0 < args.port < 65536:
         print("fleetwire broker-config: --port must be 1..65535", file=sys.stderr)
+        return 2
+    max_conn = brokerconf.MAX_CONNECTIONS if args.max_connections is None else args.max_connections
+    if max_conn < 1:
+        print("fleetwire broker-config: --max-connections must be 1 or more", file=sys.stderr)
         return 2
     try:
         ca = pki.FleetCA(args.ca or pki.default_dir())
@@ -65,6 +80,7 @@ def run(args):
             args.bind,
             args.operator or ["operator"],
             args.collector or ["collector"],
+            max_connections=max_conn,
         )
     except pki.PKIError as e:
         print("fleetwire broker-config: %s" % e, file=sys.stderr)
@@ -74,7 +90,24 @@ def run(args):
             f.write("user %s\n" % args.user)
     d = os.path.dirname(conf)
     print("broker configuration for %s in %s" % (", ".join(args.host), d))
-    print("  mosquitto.conf, acl, ca.pem, crl.pem, server.pem, server.key (mode 600)")
+    print("  mosquitto.conf, acl, ca.pem, crl.pem, server.pem, server.key (mode 600), systemd-limits.conf")
+    need = brokerconf.fd_needed(max_conn)
+    print(
+        "limits: at most %d clients (max_connections); mosquitto needs an open-file limit of %d, "
+        "a descriptor per client, and keeps the one it starts with" % (max_conn, need)
+    )
+    print(
+        "  under systemd: copy systemd-limits.conf to %s, then systemctl daemon-reload (its default is 1024)"
+        % brokerconf.DROPIN
+    )
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < need:
+        print(
+            "  this machine's hard limit for a process is %d, below %d: raise it (nofile in "
+            "/etc/security/limits.conf, or LimitNOFILE) or lower --max-connections" % (hard, need)
+        )
+    else:
+        print("  by hand: ulimit -n %d before mosquitto (this machine's hard limit allows it)" % need)
     print("run: mosquitto -c %s" % conf)
     print("host tools: fleetwire ca issue NAME --role operator|collector --out DIR")
     return 0

@@ -13,6 +13,12 @@ Everything it starts is stopped at the end, Ctrl-C included.
 
   fleetwire demo                                   # 200 devices, ~5 minutes
   fleetwire demo --devices 50 --duration 30 --out /tmp/fleet
+  fleetwire demo --devices 10000                   # picks workers and compression, says which
+
+A big fleet is spread over worker processes (fleetwire sim --workers), one per core at most, and
+its time compressed no more than this machine keeps up with (fleetwire.host.fleet.plan): the
+demo says what it chose before it starts, and the simulator's lag, if it fell behind anyway, is
+in the report's Input section.
 """
 
 import asyncio
@@ -44,6 +50,12 @@ def add_arguments(p):
         "--out", default="demo-out", help="where the landing zone and report go (default %(default)s)"
     )
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="simulator processes (default: picked from --devices and this machine's cores)",
+    )
     p.add_argument("--stages", default="5%,25%,100%", help="the rollouts' stages (default %(default)s)")
     p.add_argument(
         "--soak",
@@ -93,10 +105,16 @@ def ensure_mosquitto():
 def run(args):
     from fleetwire.host.fleet.collector import Collector
     from fleetwire.host.brokers.mosquitto import Mosquitto
-    from fleetwire.host.fleet.sim import Simulator, raise_fd_limit
+    from fleetwire.host.fleet import plan
+    from fleetwire.host.fleet.sim import FdLimitError, Simulator, raise_fd_limit
+    from fleetwire.host.fleet.workers import Fleet, WorkerError
+    from fleetwire.host.identity.brokerconf import fd_needed
 
     if args.devices < 1 or args.duration <= 0 or args.hours <= 0 or args.period < 1:
         print("fleetwire demo: --devices, --duration, --hours and --period must be positive", file=sys.stderr)
+        return 2
+    if args.workers is not None and not 1 <= args.workers <= args.devices:
+        print("fleetwire demo: --workers: 1 to --devices (%d)" % args.devices, file=sys.stderr)
         return 2
     if not ensure_mosquitto():
         print(
@@ -110,8 +128,15 @@ def run(args):
     report_dir = os.path.join(out, "report")
     for d in (landing, report_dir):
         shutil.rmtree(d, ignore_errors=True)
-    raise_fd_limit(args.devices * 3 + 256)  # mosquitto inherits it: a socket per device
-    speed = args.hours * 3600 / args.duration
+    chose = plan.choose(args.devices, args.period, args.hours * 3600 / args.duration, args.workers)
+    try:
+        raise_fd_limit(fd_needed(args.devices + 64), "the demo's broker")  # mosquitto inherits it
+    except FdLimitError as e:
+        print("fleetwire demo: %s" % e, file=sys.stderr)
+        return 2
+    speed = chose.speed
+    for line in chose.words(args.hours):
+        say(line)
     broker = collector = None
     t0 = time.monotonic()
     pki_dir = tempfile.mkdtemp(prefix="fleetwire-demo-pki-")  # a throwaway fleet CA, keys and all
@@ -143,7 +168,8 @@ def run(args):
             "simulating %d devices, %g simulated hours in %g s, a record every %d simulated s"
             % (args.devices, args.hours, args.duration, args.period)
         )
-        sim = Simulator(
+        make = Simulator if chose.workers == 1 else (lambda *a, **kw: Fleet(*a, workers=chose.workers, **kw))
+        sim = make(
             broker.host,
             broker.port,
             devices=args.devices,
@@ -160,9 +186,20 @@ def run(args):
             release_keys=keys.key_set(),  # each device trusts the fleet's key, as deployed
         )
         box = {}
-        thread = threading.Thread(target=lambda: box.update(res=asyncio.run(sim.run())), daemon=True)
+
+        def run_sim():
+            try:
+                box["res"] = asyncio.run(sim.run()) if chose.workers == 1 else sim.run()
+            except (WorkerError, FdLimitError) as e:
+                box["error"] = e
+
+        thread = threading.Thread(target=run_sim, daemon=True)
         thread.start()
-        sim.started.wait(120)
+        # the certificates first: about 2 ms a device (bench/README.md), generous
+        while not sim.started.wait(0.5):
+            if not thread.is_alive():
+                print("fleetwire demo: the simulator did not start: %s" % box.get("error"), file=sys.stderr)
+                return 1
         cert, key = ca.credentials("operator", "operator", os.path.join(pki_dir, "operator"))
         say("every device holds release-signing key %s: it takes only what that key signed" % keys.signing_id)
         outcomes = rollouts(args, sim, broker, ca, cert, key, collector, out, speed, keys)
@@ -176,6 +213,16 @@ def run(args):
             "fleet: %d records sent, %d acknowledged, %d boots (%d crashes), %d Wi-Fi drops, %d errors"
             % (res["sent"], res["acked"], res["boots"], res["crashes"], res["wifi_drops"], res["errors"])
         )
+        for w in res.get("per_worker", []):
+            say(
+                "  worker %d: %d devices, %d sent, %d acknowledged, %s"
+                % (w["worker"], w["devices"], w["sent"], w["acked"], w.get("died") or w["status"])
+            )
+        from fleetwire.host.fleet.lag import describe, keep
+
+        keep(res["lag"], landing)  # the report's Input section says whether the simulator kept up
+        for line in describe(res["lag"]):
+            say("simulator: " + line.strip())
         say(
             "collector: %d received, %d landed, %d quarantined, %d files"
             % (collector.received, collector.landed, collector.quarantined, collector.files)
@@ -299,11 +346,7 @@ def forged(sim, broker, ca, cert, key, ids, hour):
             "a forger with the operator's broker login offers %s, signed by a key of its own, to all" % FORGED
         )
         svc.offer(ids, rel)
-        silent = {
-            d.id
-            for d in sim.devices
-            if d.silent_at is not None and d.clock.hours() >= d.silent_at * sim.hours
-        }
+        silent = set(sim.silent())
         live = [d for d in ids if d not in silent]
 
         def answered(devs):

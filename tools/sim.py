@@ -20,6 +20,17 @@ release V crash more (and some of its first boots crash at once, so those roll b
   fleetwire sim --devices 200 --speed 120 --duration 900 --updates --bad-release 1.5.0 &
   fleetwire rollout --broker 127.0.0.1:1883 --release app-1.5.0.fwb --discover 10 --landing landing/ ...
 
+--workers N spreads the devices over N processes (one saturates a core at about 3,000
+devices): device i runs in worker i % N, with the same id, certificate and story in any; the
+summary adds up every worker's counts and names a worker that died (exit status 1).
+
+  fleetwire sim --devices 4000 --workers 2 --broker 127.0.0.1:1883 --period 60 --duration 600
+
+The summary's "lag" says whether the simulator kept its devices' schedule: how late records
+went out, and how many it never made because it fell behind (coverage lost to the simulator,
+not the fleet). --landing DIR (the collector's landing zone) keeps it in DIR/_sim/, where
+`fleetwire report` reads it and says in its Input section whether the simulator kept up.
+
 --ca DIR: against a broker that enforces fleet identity (`fleetwire broker-config`), each
 device logs in with mutual TLS and a certificate of its own (CN = its id, issued by that
 fleet CA at start, valid two days); --tls-ca is the CA of the broker's certificate when it
@@ -81,6 +92,17 @@ def add_arguments(p):
         metavar="VERSION",
         help="a release that crashes more (repeat)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes the devices are spread over, each its share (default %(default)s)",
+    )
+    p.add_argument(
+        "--landing",
+        metavar="DIR",
+        help="the collector's landing zone: the simulator's own lag goes to DIR/_sim/ for the report",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress line")
 
 
@@ -93,6 +115,9 @@ def run(args):
             "fleetwire sim: need positive --devices, --period, --speed, --duration",
             file=sys.stderr,
         )
+        return 2
+    if not 1 <= args.workers <= args.devices:
+        print("fleetwire sim: --workers: 1 to --devices (%d)" % args.devices, file=sys.stderr)
         return 2
     if args.boards < 0 or (args.boards and args.speed != 1):
         print(
@@ -133,9 +158,7 @@ def run(args):
         except SigningError as e:
             print("fleetwire sim: --updates: %s" % e, file=sys.stderr)
             return 2
-    sim = Simulator(
-        host,
-        port,
+    kw = dict(
         devices=args.devices,
         period_s=args.period,
         speed=args.speed,
@@ -154,12 +177,41 @@ def run(args):
     )
     from fleetwire.host.rig.micropython import MicroPythonMissing
     from fleetwire.host.fleet.boards import BoardError
+    from fleetwire.host.fleet.sim import FdLimitError
+    from fleetwire.host.fleet.workers import Fleet, WorkerError
 
     try:
-        res = asyncio.run(sim.run())
-    except (BoardError, MicroPythonMissing) as e:
+        if args.workers > 1:
+            res = Fleet(host, port, workers=args.workers, **kw).run()
+        else:
+            res = asyncio.run(Simulator(host, port, **kw).run())
+    except FdLimitError as e:
+        print("fleetwire sim: %s" % e, file=sys.stderr)
+        return 2
+    except (BoardError, MicroPythonMissing, WorkerError) as e:
         print("\nfleetwire sim: %s" % e, file=sys.stderr)
         return 1
     print()
     print(json.dumps(res, indent=1))
-    return 0 if res["errors"] == 0 else 1
+    return report(res, args.landing)
+
+
+def report(res, landing=None):
+    """Say on stderr what a person must not miss (a dead worker, the simulator's lag) -> the exit status."""
+    from fleetwire.host.fleet.lag import lag_words
+
+    for w in res.get("per_worker", []):
+        if w["status"] == "died":
+            print(
+                "fleetwire sim: worker %d (%d devices) died: %s; its stderr: %s"
+                % (w["worker"], w["devices"], w["died"], w["stderr"] or "-"),
+                file=sys.stderr,
+            )
+    words = lag_words(res["lag"])
+    if words:
+        print("fleetwire sim: %s" % words.strip("| "), file=sys.stderr)
+    if landing:
+        from fleetwire.host.fleet.lag import keep
+
+        keep(res["lag"], landing)
+    return 0 if res["errors"] == 0 and not res.get("workers_died") else 1

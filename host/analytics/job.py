@@ -292,6 +292,11 @@ def finish(spark, store, cfg, p, parts, q, newest_ts, first_hour_ms):
     # the partials are small (a few rows per device and hour, or day) and each is read by
     # device_health and firmware_cohort (hr twice by device_health): kept, instead of aggregating
     # the records again
+    q["simulator"] = sim_lag(store, p.input)
+    from fleetwire.host.fleet.lag import describe
+
+    for line in describe(q["simulator"]):
+        cfg.log(line)
     hw, hr = parts.hw.persist(CACHE), parts.hr
     fw_hours, dev_hours, boots = parts.fw_hours, parts.dev_hours, parts.boots
     if fw_hours is None or boots is None:
@@ -323,6 +328,16 @@ def finish(spark, store, cfg, p, parts, q, newest_ts, first_hour_ms):
                 df.unpersist()
     store.write_text(storage.join(p.out, "quality.json"), json.dumps(q, indent=2, sort_keys=True))
     return report_path
+
+
+def sim_lag(store, root):
+    """The lag of the simulators that made the records (LANDING/_sim/*.json, `fleetwire sim
+    --landing`) -> one summary, or None when no simulator left one."""
+    from fleetwire.host.fleet import lag
+
+    d = storage.join(root, lag.SIM_DIR)
+    found = [json.loads(store.read_text(storage.join(d, n))) for n in store.listdir(d) if n.endswith(".json")]
+    return lag.merge(found)
 
 
 def write_crashes(spark, store, p, symbols=None):

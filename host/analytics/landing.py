@@ -194,4 +194,7 @@ def describe(q):
             "  %d duplicate deliveries removed, %d distinct records kept"
             % (q["duplicates"], q["clean_records"])
         )
+    from fleetwire.host.fleet import lag
+
+    lines += lag.describe(q.get("simulator"))  # the records came from `fleetwire sim --landing`
     return lines

@@ -14,7 +14,11 @@ landing zone that `fleetwire report` reads, losing none.
   its record was not acknowledged, so it comes again).
 - Records that are not valid telemetry go to LANDING/_quarantine/date=.../*.ndjson with
   the reason, never dropped silently and never fatal.
-- Several collectors share the load with share="group" ($share/group/fleet/+/telemetry).
+- Several collectors share the load with share="group" ($share/group/fleet/+/telemetry; mosquitto
+  2 serves shared subscriptions to MQTT 3.1.1 clients too): each record goes to one of them, and
+  a record redelivered after a collector's crash may land twice, which the report removes. Each
+  collector needs an id of its own (it is its MQTT client id): its files carry it, so collectors
+  sharing a landing zone never write, finish or recover each other's files.
 - Crash records (fleet/+/crash, fleetwire.crashsend) land one file a crash,
   LANDING/_crashes/<device_id>.<boot_id>.<crash_id>.json: a copy sent again lands nothing.
 - With commands=True (`fleetwire collect --commands`) it also lands the boards' command
@@ -304,10 +308,13 @@ class Collector(Subscriber):
     def recover(self):
         """Finish the files a previous run of this collector left open -> how many."""
         n = 0
+        # its own files only: the landing zone may be shared, and another collector's id may begin
+        # with this one's ("c1" and "c1-b"), so the name is matched whole
+        mine = re.compile(r"^\.%s-\d+\.ndjson\.part$" % re.escape(self.id))
         for dirpath, dirnames, filenames in os.walk(self.landing):
             dirnames[:] = [x for x in dirnames if not x.startswith("_")]
             for name in filenames:
-                if not (name.startswith(".%s-" % self.id) and name.endswith(".part")):
+                if not mine.match(name):
                     continue
                 part = os.path.join(dirpath, name)
                 with open(part, "rb+") as f:

@@ -141,9 +141,10 @@ class SimCommands(Commands):
 class Clock:
     """Simulated epoch ms: starts at `start_ms` and runs `speed` times faster than real time."""
 
-    def __init__(self, speed=1.0, start_ms=None):
+    def __init__(self, speed=1.0, start_ms=None, t0=None):
         self.speed = speed
-        self.t0 = time.monotonic()
+        # t0: CLOCK_MONOTONIC is the machine's, so the workers of a fleet share one start
+        self.t0 = time.monotonic() if t0 is None else t0
         self.start_ms = start_ms if start_ms is not None else int(time.time() * 1000)
 
     def now_ms(self):
@@ -204,8 +205,9 @@ class Identities:
         self.tls_ca = tls_ca or ca.cert_path
         self._ctx = {}
 
-    def issue(self, ids):
-        """Issue every id its certificate (recorded in the CA's index in one go)."""
+    def issue(self, ids, contexts=True):
+        """Issue every id its certificate (recorded in the CA's index in one go); contexts=False
+        only writes the files, for other processes to load()."""
         from fleetwire.host.identity import pki
 
         made = []
@@ -213,10 +215,22 @@ class Identities:
             issued = self.ca.issue(device_id, "device", days=2, record=False)
             cert, key = pki.write_credentials(issued, self.root)
             made.append(issued)
+            if not contexts:
+                continue
             ctx = ssl.create_default_context(cafile=self.tls_ca)
             ctx.load_cert_chain(cert, key)
             self._ctx[device_id] = ctx
         self.ca.record(*made)
+
+    def load(self, ids):
+        """The contexts of certificates already issued under `root` (ROOT/<id>.pem, .key)."""
+        import os
+
+        for device_id in ids:
+            base = os.path.join(self.root, device_id)
+            ctx = ssl.create_default_context(cafile=self.tls_ca)
+            ctx.load_cert_chain(base + ".pem", base + ".key")
+            self._ctx[device_id] = ctx
 
     def context(self, device_id):
         return self._ctx[device_id]
@@ -227,7 +241,7 @@ class SimDevice:
         self.sim = sim
         self.clock = sim.clock
         self.rng = rng
-        self.id = "sim-%04d" % n
+        self.id = "sim-%04d" % n  # fleetwire.host.fleet.sim.device_id
         self.base = RELEASES[0]  # the release the device was deployed with
         self.fw = self.base
         self.rank = rng.random()  # place in the rollout order
@@ -328,14 +342,18 @@ class SimDevice:
             self.subscribed = True  # from now on its commands wait in its session
         if sim.ota:
             await self._updates(c, v)
+        due = time.monotonic()  # when the next record is due, on the real clock
         while not sim.done.is_set():
             if sim.stopping:  # the run is over: no new records, let the last ones go out
                 await asyncio.sleep(0.1)
                 continue
             if self.silent_at is not None and self.clock.hours() >= self.silent_at * sim.hours:
                 return "silent"
+            due = sim.lag.keep(due, time.monotonic())  # late? by how much; periods it could not make
             await self._publish()
-            t_end = time.monotonic() + sim.period_real * self.rng.uniform(0.97, 1.03)
+            # the schedule is absolute: a slow publish does not stretch the period
+            due += sim.period_real * self.rng.uniform(0.97, 1.03)
+            t_end = due
             if self.updater is None:
                 await asyncio.sleep(max(0.0, t_end - time.monotonic()))
             while self.updater is not None and time.monotonic() < t_end and not sim.done.is_set():

@@ -52,6 +52,7 @@ import time
 
 from fleetwire.host.fleet.boards import Boards
 from fleetwire.host.fleet.device import BAD, CRASH_PER_HOUR, GOOD, Clock, Identities, SimDevice
+from fleetwire.host.fleet.lag import Lag, lag_words
 
 
 class Simulator:
@@ -81,6 +82,8 @@ class Simulator:
         bad=(),
         release_keys=None,
         commands=False,
+        only=None,
+        identities=None,
     ):
         if boards and speed != 1:
             raise ValueError(
@@ -96,7 +99,13 @@ class Simulator:
         self.identities = None
         self.board_root = board_root
         self.boards = None
-        self.n = devices
+        self.n = devices  # the fleet's size; device i is sim-<i>, whichever process runs it
+        # the devices this process runs (a worker's share: fleetwire.host.fleet.workers); the
+        # others' ids, certificates and random draws are theirs, so a device is the same device
+        # wherever it runs
+        self.only = sorted(only) if only is not None else list(range(devices))
+        self.identities_dir = identities  # certificates already issued there (by the workers' parent)
+        self.seed = seed
         self.period_s = period_s
         self.clock = Clock(speed)
         self.period_real = period_s / speed
@@ -118,6 +127,7 @@ class Simulator:
         self.progress = progress  # progress(sim) is called every second
         self.rng = random.Random(seed)
         self.sent = self.acked = self.errors = self.publish_fail = 0
+        self.lag = Lag(period_s / speed, speed)  # how far the simulator falls behind its schedule
         self.boots = self.crashes = self.drops = 0
         self.crash_records = 0  # crash records sent (fleet/<id>/crash)
         self.last_error = None
@@ -156,16 +166,26 @@ class Simulator:
             out[d.fw] = out.get(d.fw, 0) + 1
         return out
 
-    async def run(self):
-        raise_fd_limit(self.n * 2 + 64)
+    def ids(self):
+        """The ids of the devices this process runs."""
+        return [device_id(i) for i in self.only]
+
+    async def run(self, start=None):
+        """Run the devices -> the summary. `start`, if given, is awaited once everything is ready
+        and returns (t0, start_ms): the monotonic time and epoch ms the clock starts from, the
+        same for every worker of a fleet."""
+        self._start = start
+        raise_fd_limit(fd_needed(len(self.only)))
+        if self.identities_dir is not None:  # issued by the parent: load this share's
+            self.identities = Identities(self.ca, self.identities_dir, self.tls_ca)
+            await asyncio.get_running_loop().run_in_executor(None, self.identities.load, self.ids())
+            return await self._run_boards()
         if self.ca is None:
             return await self._run_boards()
         keys = tempfile.mkdtemp(prefix="fleetwire-sim-identities-")  # mode 700; the keys go with it
         self.identities = Identities(self.ca, keys, self.tls_ca)
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                None, self.identities.issue, ["sim-%04d" % i for i in range(self.n)]
-            )
+            await asyncio.get_running_loop().run_in_executor(None, self.identities.issue, self.ids())
             return await self._run_boards()
         finally:
             shutil.rmtree(keys, ignore_errors=True)
@@ -193,15 +213,22 @@ class Simulator:
 
     async def _run(self):
         self.done = asyncio.Event()
-        self.clock = Clock(self.clock.speed)
-        self.devices = [SimDevice(self, i, random.Random(self.rng.random())) for i in range(self.n)]
+        t0 = start_ms = None
+        if self._start is not None:
+            t0, start_ms = await self._start()
+        self.clock = Clock(self.clock.speed, start_ms, t0)
+        # each device draws from its own generator, seeded by the run's seed and its number
+        self.devices = [SimDevice(self, i, random.Random("%s/%d" % (self.seed, i))) for i in self.only]
         tasks = [asyncio.ensure_future(d.run()) for d in self.devices]
-        self.end = time.monotonic() + self.duration
+        if self.end is None:  # stop_after() may have come first
+            self.end = self.clock.t0 + self.duration
         self.started.set()
+        probe = asyncio.ensure_future(self.lag.probe())
         while time.monotonic() < self.end:
             await asyncio.sleep(min(1.0, max(0.0, self.end - time.monotonic())))
             if self.progress:
                 self.progress(self)
+        probe.cancel()
         # no new records; let those out be acknowledged; then power everything off
         self.stopping = True
         drain_end = time.monotonic() + 15
@@ -212,9 +239,17 @@ class Simulator:
         self._dead.close()
         return self.summary()
 
+    def silent(self):
+        """The ids of the devices that have gone silent (the story's), by now."""
+        return [
+            d.id
+            for d in self.devices
+            if d.silent_at is not None and d.silent_at * self.hours <= d.clock.hours()
+        ]
+
     def summary(self):
         return {
-            "devices": self.n,
+            "devices": len(self.only),
             "sent": self.sent,
             "acked": self.acked,
             "unacked": self.sent - self.acked,
@@ -227,6 +262,7 @@ class Simulator:
             "simulated_hours": round(self.hours, 2),
             "boards": self.boards.ids if self.boards else [],
             "last_error": self.last_error,
+            "lag": self.lag.summary(),
         }
 
 
@@ -245,10 +281,35 @@ def progress_line(sim):
             sim.errors,
             "| + %d virtual boards " % sim.n_boards if sim.n_boards else "",
         )
+        + lag_words(sim.lag.summary())
     )
 
 
-def raise_fd_limit(want):
+def device_id(i):
+    return "sim-%04d" % i
+
+
+class FdLimitError(RuntimeError):
+    """This process may not open a socket for each of its devices."""
+
+
+def fd_needed(devices):
+    """Open files for `devices` devices in one process: a socket each (a Wi-Fi drop closes one
+    before the next opens), a tenth more for reconnects overlapping a close, and the process's own."""
+    return devices + devices // 10 + 64
+
+
+def raise_fd_limit(want, what="the simulator"):
+    """Raise this process's open-file limit to `want` (its children inherit it) -> the limit;
+    FdLimitError if the hard limit is below it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(want, soft), hard), hard))
+    if soft >= want:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < want:
+        raise FdLimitError(
+            "%s needs %d open files (a socket per device) and this process may open %d at most (its hard "
+            "limit): raise it (nofile in /etc/security/limits.conf, or LimitNOFILE), or spread the devices "
+            "over more worker processes (--workers)" % (what, want, hard)
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return want

@@ -19,11 +19,51 @@ board's rights on fleet/<its name>/ too; `fleetwire ca` keeps a board from takin
 name. mosquitto 2.0 grants every SUBSCRIBE and filters delivery by the read rules, and drops
 a PUBLISH the write rules refuse (still acknowledged at QoS 1/2, so a client cannot probe).
 The host test broker (fleetwire.host.brokers.mosquitto, identity=...) runs the lines written here.
+
+Limits: mosquitto holds a file descriptor per connected client and keeps the open-file limit it
+was started with (it never raises its own; mosquitto 2.0.11, /proc/PID/limits), and a service
+under systemd starts with 1,024 unless its unit says otherwise. Past that limit accept() fails:
+a fleet of a few thousand boards is refused with no reason a board could log. So the listener
+has max_connections, below the descriptors the broker is given (fd_needed()): over it a client
+is turned away at once and retries with its backoff, while the broker keeps serving the others
+and the services; and the directory holds a systemd drop-in that gives the broker those
+descriptors (systemd-limits.conf).
 """
 
 import os
 
 from fleetwire.host.identity import pki
+
+MAX_CONNECTIONS = 12000  # a 10,000-device fleet, its services and room to grow
+# descriptors past the clients': listeners, the log, the persistence file, CRL and certificates on reload
+FD_SPARE = 64
+DROPIN = "/etc/systemd/system/mosquitto.service.d/"
+
+
+def fd_needed(max_connections):
+    """The open-file limit mosquitto needs for `max_connections` clients."""
+    return max_connections + FD_SPARE
+
+
+def limits_lines(max_connections):
+    """The listener's connection limit, with the reason (after its `listener` line)."""
+    return [
+        "# a file descriptor per client: start mosquitto with an open-file limit of at least %d"
+        % fd_needed(max_connections),
+        "# (systemd: systemd-limits.conf in %s; by hand: ulimit -n %d)"
+        % (DROPIN, fd_needed(max_connections)),
+        "max_connections %d" % max_connections,
+    ]
+
+
+def systemd_dropin(max_connections):
+    return (
+        "# fleetwire broker-config: mosquitto keeps the open-file limit it starts with, and needs one\n"
+        "# per client (max_connections %d). Copy to %s, then: systemctl daemon-reload;\n"
+        "# systemctl restart mosquitto\n[Service]\nLimitNOFILE=%d\n"
+        % (max_connections, DROPIN, fd_needed(max_connections))
+    )
+
 
 # Board topics, in one place (the docs and the tests name them too).
 TELEMETRY = "fleet/%s/telemetry"
@@ -108,10 +148,12 @@ def write(
     collectors=("collector",),
     log_dest="stdout",
     persistence=True,
+    max_connections=MAX_CONNECTIONS,
 ):
     """Write a complete broker directory for `ca` (a pki.FleetCA) -> the config's path:
     mosquitto.conf, acl, ca.pem, crl.pem, server.pem and server.key (a certificate for
-    `hosts`, issued now by the fleet CA). The CA remembers the directory, so a
+    `hosts`, issued now by the fleet CA), systemd-limits.conf (the descriptors for
+    `max_connections` clients). The CA remembers the directory, so a
     revocation refreshes its crl.pem."""
     if not hosts:
         raise pki.PKIError(
@@ -143,6 +185,8 @@ def write(
     if persistence:
         lines += ["persistence true", "persistence_location %s/" % out]
     lines += listener_lines(port, bind, p("ca.pem"), p("server.pem"), p("server.key"), p("crl.pem"))
+    lines += limits_lines(max_connections)
+    pki.write_public(p("systemd-limits.conf"), systemd_dropin(max_connections).encode())
     conf = p("mosquitto.conf")
     pki.write_public(conf, ("\n".join(lines) + "\n").encode())
     return conf

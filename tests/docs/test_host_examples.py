@@ -96,8 +96,10 @@ def test_the_identity_example_makes_the_ca_the_broker_config_and_the_host_creden
     out = shell("shell/identity_ca.sh", tmp_path, env={"HOME": str(tmp_path)})
     ca = tmp_path / ".fleetwire" / "ca"
     assert (ca / "ca.pem").exists() and oct((ca / "ca.key").stat().st_mode & 0o777) == "0o600"
-    for f in ("mosquitto.conf", "acl", "crl.pem", "server.pem", "server.key"):
+    for f in ("mosquitto.conf", "acl", "crl.pem", "server.pem", "server.key", "systemd-limits.conf"):
         assert (tmp_path / "broker" / f).exists(), f
+    assert "max_connections 12000\n" in (tmp_path / "broker" / "mosquitto.conf").read_text()
+    assert "LimitNOFILE=12064\n" in (tmp_path / "broker" / "systemd-limits.conf").read_text()
     for f in ("collector.pem", "collector.key", "operator.pem", "operator.key", "ca.pem"):
         assert (tmp_path / "creds" / f).exists(), f
     listed = [line.split()[:2] for line in out.splitlines() if "current" in line]
@@ -309,6 +311,8 @@ def test_the_simulator_and_collector_example_lands_every_devices_records(tmp_pat
     records = [json.loads(line) for f in files for line in open(f)]
     assert len({r["device_id"] for r in records}) == 20
     assert all("rx_ts" in r for r in records)
+    lag = glob.glob(str(tmp_path / "landing" / "_sim" / "*.json"))  # the simulator's own lag, for the report
+    assert len(lag) == 1 and json.load(open(lag[0]))["records_due"] >= 20
 
 
 def test_the_example_tests_are_collected_here():

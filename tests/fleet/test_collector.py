@@ -188,6 +188,75 @@ def test_shared_subscription_splits_the_stream_between_collectors(fresh_mosquitt
     assert sorted(r["seq"] for r in landed(land)) == list(range(1, 201))
 
 
+def test_two_collectors_sharing_a_simulated_fleet_land_every_record_once_after_deduplication(
+    fresh_mosquitto, tmp_path
+):
+    # MQTT 3.1.1 clients on mosquitto 2's $share/<group>/...; one collector killed -9 mid-stream and
+    # started again; the other's id begins with the first's, and their files never mix
+    import asyncio
+    import threading
+
+    from fleetwire.host.fleet.sim import Simulator
+
+    b = fresh_mosquitto(max_queued=100000)
+    land = str(tmp_path / "landing")
+    cmd = [sys.executable, "-m", "fleetwire.tools.cli", "collect", "--broker", "127.0.0.1:%d" % b.port]
+    cmd += ["--landing", land, "--id", "c1-b", "--share", "fleet"]
+
+    def start():
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert "$share/fleet/fleet/+/telemetry" in proc.stdout.readline(), proc.stderr.read()
+        return proc
+
+    with Collector(b.host, b.port, land, "c1", share="fleet"):
+        proc = start()
+        sim = Simulator(
+            b.host, b.port, devices=30, period_s=60, speed=120, duration=8, seed=6, silent_share=0
+        )
+        box = {}
+        t = threading.Thread(target=lambda: box.update(res=asyncio.run(sim.run())))
+        t.start()
+        try:
+            assert until(lambda: sim.acked >= 200, 400)
+            proc.kill()  # -9
+            proc.wait()
+            assert until(lambda: sim.acked >= 400, 400)
+            proc = start()  # the same id: its session, its files
+            t.join()
+            res = box["res"]
+            assert until(
+                lambda: (
+                    len({(r["device_id"], r["seq"]) for r in landed(land) + partial(land)}) >= res["acked"]
+                ),
+                400,
+            )
+        finally:
+            t.join()
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=20)
+    recs = landed(land)
+    names = [os.path.basename(f) for f in glob.glob(os.path.join(land, "date=*", "hour=*", "*.ndjson"))]
+    assert any(n.startswith("c1-1") for n in names) and any(n.startswith("c1-b-") for n in names)  # both
+    distinct = {(r["device_id"], r["seq"]) for r in recs}
+    assert len(distinct) >= res["acked"]  # every acknowledged record, once deduplicated
+    by_dev = {}
+    for d, seq in distinct:
+        by_dev.setdefault(d, set()).add(seq)
+    assert len(by_dev) == 30 and all(s == set(range(1, max(s) + 1)) for s in by_dev.values())
+    assert not glob.glob(os.path.join(land, "**", ".*"), recursive=True)  # every file finished
+
+
+def test_a_collector_recovers_only_its_own_files_even_when_another_id_begins_with_its_own(tmp_path):
+    land = tmp_path / "landing"
+    d = land / "date=2026-11-29" / "hour=13"
+    d.mkdir(parents=True)
+    (d / ".c1-1795959080000.ndjson.part").write_text('{"a":1}\n{"torn')
+    (d / ".c1-b-1795959080001.ndjson.part").write_text('{"b":1}\n')  # c1-b's, still being written
+    assert Collector("127.0.0.1", 1, str(land), "c1").recover() == 1
+    assert sorted(os.listdir(d)) == [".c1-b-1795959080001.ndjson.part", "c1-1795959080000.ndjson"]
+    assert (d / "c1-1795959080000.ndjson").read_text() == '{"a":1}\n'
+
+
 def test_a_collector_logs_in_and_a_refused_one_says_why_at_once(fresh_mosquitto, tmp_path):
     b = fresh_mosquitto(users={"collector": "s3cret"}, allow_anonymous=False)
     land = str(tmp_path / "landing")

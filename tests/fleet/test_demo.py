@@ -8,8 +8,9 @@ import sys
 
 
 def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
-    # the story at a small size: 40 devices, 2 simulated hours in 10 s; the gate between the
-    # stages is the Spark report's release table, so this is the end-to-end run of the gate
+    # the story at a small size: 40 devices, 2 simulated hours in 10 s, over 2 simulator processes;
+    # the gate between the stages is the Spark report's release table, so this is the end-to-end
+    # run of the gate
     out = tmp_path / "demo"
     r = subprocess.run(
         [
@@ -27,6 +28,8 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
             "25%,100%",
             "--soak",
             "1.5",
+            "--workers",
+            "2",
             "--out",
             str(out),
         ],
@@ -52,6 +55,10 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
     # 1.4.2 by itself (its bootloader), so the gate orders back the others
     assert 1 <= int(back.group(1)) <= 10, halted[0]
     assert "[demo] rollout of 1.5.1: done, on 40 of 40 devices" in r.stdout, r.stdout[-3000:]
+    # what it chose, and how the simulator kept up (said, and in the report's Input section)
+    assert "[demo] 40 devices in 2 simulator processes, up to 20 each" in r.stdout
+    assert "[demo] time compressed 720x: 480 records/s" in r.stdout
+    assert "[demo]   worker 1: 20 devices" in r.stdout and "[demo] simulator: the simulator " in r.stdout
     assert "[demo] releases now: 1.5.1 on 40\n" in r.stdout, r.stdout[-3000:]  # none left on 1.5.0
     # the releases were signed; a forger with the operator's broker login but another key offered
     # 6.6.6 to every device, and every device that still reports refused it
@@ -76,6 +83,7 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
     # not its CSV copy, not the summary
     assert all(x["latency_p50"] == x["latency_p95"] == "" for x in rows.values())
     page = (out / "report" / "report.html").read_text()
+    assert "the simulator kept its schedule" in page or "the simulator fell behind" in page
     assert "title='latency_p50'" not in page and "Publish latency is left out" in page
     assert "<code>ZeroDivisionError in average (app.py)</code>" in page  # under "Why boards crash"
     head = [x for x in r.stdout.splitlines() if x.split()[:2] == ["firmware", "devices"]]
@@ -84,7 +92,9 @@ def test_the_demo_runs_the_whole_pipeline_and_cleans_up(tmp_path, java):
     landed = [os.path.join(d, f) for d, _, fs in os.walk(out / "landing") for f in fs]
     crashes = [f for f in landed if os.path.basename(os.path.dirname(f)) == "_crashes"]
     assert crashes and all(f.endswith(".json") for f in crashes)  # one file a crash record
-    landed = [f for f in landed if f not in crashes]
+    lag = [f for f in landed if os.path.basename(os.path.dirname(f)) == "_sim"]
+    assert len(lag) == 1 and lag[0].endswith(".json")  # the simulator's own lag, for the report
+    landed = [f for f in landed if f not in crashes and f not in lag]
     assert landed and all(f.endswith(".ndjson") for f in landed)  # whole files only
     # the devices' own records say so, as the collector landed them
     import json
