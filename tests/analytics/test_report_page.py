@@ -49,7 +49,8 @@ def render_without_latency(out):
     record with a publish latency, so none in the releases table."""
     from fleetwire.host.analytics import report
 
-    d = {n: table(out, n) for n in ("firmware_cohort", "outliers", "device_health")}
+    tables = ("firmware_cohort", "outliers", "device_health", "crash_signatures", "crash_releases")
+    d = {n: table(out, n) for n in tables}
     d["firmware_cohort"][["latency_p50", "latency_p95"]] = None
     pngs = {k: "plots/%s.png" % k for k in ("crash_free", "coverage_loss", "rssi", "worst_devices")}
     quality = json.loads((out / "quality.json").read_text())
