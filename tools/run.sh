@@ -104,11 +104,11 @@ case "$cmd" in
             set -- -n 2 --dist loadgroup -m "not broker and not spark and not board" "$@"
         fi
         if [ $# -eq 0 ]; then
-            # the whole suite on four workers: the longest work first, Spark in two groups
-            # (tests/conftest.py). One test at a time it took 38 min, most of them waiting on
-            # real time with both cores idle; `bash tools/run.sh test tests` runs it that way.
+            # the whole suite, one test at a time (~40 min). On four workers (-n 4 --dist loadgroup
+            # --no-loadscope-reorder: the longest work first, Spark in two groups; tests/conftest.py)
+            # it takes 18-23 min, but tests that wait on a board's console, a collector's stop and
+            # the demo's gate still fail under that load: not the default until they are hardened.
             whole=1
-            set -- -n 4 --dist loadgroup --no-loadscope-reorder
         fi
         if [ -n "${whole:-}" ] || [ -n "$fast" ]; then
             # the whole suite starts with lint and format (pyproject.toml's [tool.ruff])

@@ -22,7 +22,7 @@ RELEASES = ("1.4.2", "1.5.0")  # the fleet starts on the first; the rollout brin
 CRASH_PER_HOUR = {"1.4.2": 0.02, "1.5.0": 0.5}
 GOOD = {"crash_per_hour": 0.02, "boot_crash": 0.0}  # a release nobody made bad
 # crashes more, some boots crash at once, and most of its crashes are one of its own (NEW_CRASH)
-BAD = {"crash_per_hour": 0.6, "boot_crash": 0.15, "new_crash": 0.8}
+BAD = {"crash_per_hour": 1.2, "boot_crash": 0.15, "new_crash": 0.8}  # a gate over a few device-hours sees it
 CAUSES = ("panic", "panic", "watchdog", "brownout")
 # What a simulated app dies of when it panics (type, message, function, file): every release's,
 # and the one a bad release adds. Each is a crash record as fleetwire.crashsend sends it after
