@@ -17,9 +17,7 @@ from fleetwire.cmd import Commands
 from fleetwire.vitals import RamState, Vitals
 
 RELEASES = ("1.4.2", "1.5.0")  # the fleet starts on the first; the rollout brings the second
-# the bad release crashes often enough that a gate over a small fleet (the demo test: 10 devices,
-# some 26 device-hours) judges it as bad even when a loaded machine makes fewer of its records
-CRASH_PER_HOUR = {"1.4.2": 0.02, "1.5.0": 0.5}
+CRASH_PER_HOUR = {"1.4.2": 0.02, "1.5.0": 0.25}
 GOOD = {"crash_per_hour": 0.02, "boot_crash": 0.0}  # a release nobody made bad
 # crashes more, some boots crash at once, and most of its crashes are one of its own (NEW_CRASH)
 BAD = {"crash_per_hour": 1.2, "boot_crash": 0.15, "new_crash": 0.8}  # a gate over a few device-hours sees it
