@@ -4,7 +4,7 @@ journal holding its `keep` ids) or N desired versions applied. fleetwire from .m
 
     .venv/bin/python bench/cmd_heap.py [--binary BINARY] [--n 40]
 
-BINARY: a 32-bit unix port (an ESP32's object sizes), e.g. /work/build/plain32/build/micropython
+BINARY: a 32-bit unix port (an ESP32's object sizes), e.g. BUILD/plain32/build/micropython
 (a plain port: only its own modules frozen); default the 64-bit one of the rig. Prints a table:
 enabled = the module loaded and enabled, over the connected client; answered = after the run.
 """

@@ -3,7 +3,7 @@ with the buffers the program sizes; and fleetwire.crashsend, which the runner ho
 until the records of the last boot are sent. From .mpy on a 32-bit unix port (an ESP32's
 object sizes):
 
-    .venv/bin/python bench/crash_heap.py --micropython32 /work/build/plain32/build/micropython
+    .venv/bin/python bench/crash_heap.py --micropython32 BUILD/plain32/build/micropython
 
 Prints one line a figure: import (the module), install (its state and buffers, as the runner
 installs it: fleetwire.crashsend loaded for the call and dropped, its interned names stay),
