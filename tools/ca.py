@@ -196,6 +196,7 @@ def _serve(args, ca):
         on_revoke=reload,
     )
     svc.start()
+    options.stop_on_signals()
     try:
         print(
             "issuing for %s on %s:%d (Ctrl-C stops)" % (ca.name, args.broker[0], args.broker[1]), flush=True

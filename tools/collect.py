@@ -11,7 +11,6 @@ Runs until Ctrl-C or SIGTERM, then closes its files.
       --landing landing/          # a broker that enforces identity (fleetwire broker-config)
 """
 
-import signal
 import sys
 import time
 
@@ -37,10 +36,6 @@ def add_arguments(p):
         help="also land command answers and reported states (fleet/+/answer, /reported) in _commands/",
     )
     options.add_login(p, "collector")
-
-
-def _stop(signum, frame):
-    raise KeyboardInterrupt
 
 
 def run(args):
@@ -71,7 +66,7 @@ def run(args):
     except (OSError, ValueError, RuntimeError) as e:
         print("fleetwire collect: %s" % e, file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _stop)
+    options.stop_on_signals()
     try:  # from the line that says Ctrl-C stops it on, a Ctrl-C closes the files
         print(
             "fleetwire collect: %s from %s:%d into %s (Ctrl-C stops)" % (c.topic, host, port, args.landing),

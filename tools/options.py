@@ -4,6 +4,7 @@ $FLEETWIRE_MQTT_PASSWORD, kept out of the process list)."""
 
 import argparse
 import os
+import signal
 
 
 def broker_address(text):
@@ -44,3 +45,15 @@ def login_problem(args):
 
 def password():
     return os.environ.get("FLEETWIRE_MQTT_PASSWORD")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def stop_on_signals():
+    """From here on SIGTERM (a service manager's stop, `kill`) stops a long-running command as
+    Ctrl-C does, and so does SIGINT even where the shell started it with SIGINT ignored (a
+    script's `cmd &`: without this, `kill -INT` would never stop it)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)

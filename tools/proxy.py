@@ -5,11 +5,11 @@ every packet go by. Faults come from a script (or none: a logging proxy):
 
 """
 
-import signal
 import sys
 import threading
 
 from fleetwire.host.testing.proxyscript import SCRIPT_HELP
+from fleetwire.tools import options
 
 __doc__ += (
     SCRIPT_HELP
@@ -32,10 +32,6 @@ def _hostport(text):
     if not sep or not port.isdigit():
         raise ValueError("%r is not HOST:PORT" % text)
     return host or "127.0.0.1", int(port)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def add_arguments(p):
@@ -82,7 +78,7 @@ def run(args):
         flush=True,
     )
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, _interrupt)
+    options.stop_on_signals()
     try:
         if steps:
             proxyscript.run_script(p, steps, stop)

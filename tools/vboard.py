@@ -11,9 +11,10 @@ Runs until Ctrl-C; then every interpreter it started is stopped.
   mpremote connect /tmp/board1 exec "print('hi')"
 """
 
-import signal
 import sys
 import time
+
+from fleetwire.tools import options
 
 
 def add_arguments(p):
@@ -26,10 +27,6 @@ def add_arguments(p):
         action="store_true",
         help="new boards get MicroPython's OTA partition table (otadata, ota_0, ota_1)",
     )
-
-
-def _stop(signum, frame):
-    raise KeyboardInterrupt
 
 
 def run(args):
@@ -50,7 +47,7 @@ def run(args):
             % (i, b.port, " -> " + b.link if b.link else "", b.id, b.heap, app, b.dir),
             flush=True,
         )
-    signal.signal(signal.SIGTERM, _stop)
+    options.stop_on_signals()
     try:
         while True:
             time.sleep(1)

@@ -7,6 +7,7 @@ A CA directory holds:
     ca.pem      the CA certificate (public: brokers and boards get copies)
     ca.key      its private key (mode 600; never printed, never copied anywhere)
     index.json  every certificate issued: name, role, serial, validity, revocation
+    index.json.lock  held while the index changes (two issuers may share a CA directory)
     crl.pem     the revocation list, rewritten by every revocation
     brokers.json  broker directories written by `fleetwire broker-config` on this machine,
                 whose copy of crl.pem a revocation refreshes
@@ -17,7 +18,9 @@ Keys are EC P-256: small certificates, and a handshake an ESP32 does in well und
 Every check of input raises PKIError with a reason a person can act on.
 """
 
+import contextlib
 import datetime
+import fcntl
 import ipaddress
 import json
 import os
@@ -379,6 +382,17 @@ class FleetCA:
         except (ValueError, KeyError, TypeError):
             raise PKIError("the CA's index %s is damaged (not the JSON fleetwire writes)" % self.index_path)
 
+    @contextlib.contextmanager
+    def _changing(self):
+        """Hold the index for a read-change-write: two issuers on one CA directory (two
+        `ca serve`, or `ca issue` beside one) must not write over each other's records."""
+        with open(self.index_path + ".lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
     def _save_index(self, entries):
         write_public(self.index_path, (json.dumps({"issued": entries}, indent=1) + "\n").encode())
 
@@ -459,6 +473,10 @@ class FleetCA:
 
     def record(self, *issued):
         """Add certificates to the index (one write for many)."""
+        with self._changing():
+            self._record(issued)
+
+    def _record(self, issued):
         entries = self.index()
         for i in issued:
             c = i.cert
@@ -479,6 +497,10 @@ class FleetCA:
     def revoke(self, name=None, serial=None):
         """Revoke every current certificate of `name` (or the one with `serial`) -> the
         entries revoked. Rewrites crl.pem and the copies in known broker directories."""
+        with self._changing():
+            return self._revoke(name, serial)
+
+    def _revoke(self, name, serial):
         entries = self.index()
         now = _now().isoformat()
         hit = []

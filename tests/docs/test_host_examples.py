@@ -41,6 +41,22 @@ def shell(name, cwd, env=None, replace=(), timeout=300):
     return r.stdout + r.stderr
 
 
+def stopped(pid, sig, timeout=30):
+    """Send sig to pid (not this process's child) -> whether it is gone within timeout; killed if not."""
+    os.kill(pid, sig)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rpartition(")")[2].split()[0] == "Z":
+                    return True  # exited; its new parent has not reaped it yet
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    return False
+
+
 def python_on_both(name, board_lib):
     path = os.path.join(SNIPPETS, name)
     cp = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=60)
@@ -158,7 +174,9 @@ def test_the_renewal_example_serves_the_fleet_ca_and_orders_a_board_to_renew(
     finally:
         pid = tmp_path / "serve.pid"
         if pid.exists():
-            os.kill(int(pid.read_text()), signal.SIGINT)
+            # a script's `cmd &` starts it with SIGINT ignored: a service stops on SIGTERM, and
+            # must have stopped before the session's other issuers use the same CA
+            assert stopped(int(pid.read_text()), signal.SIGTERM), "ca serve did not stop on SIGTERM"
     log = (tmp_path / "serve.log").read_text()
     assert "issuing for fleetwire fleet CA" in log and "PRIVATE KEY" not in log
 

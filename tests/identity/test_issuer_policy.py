@@ -82,3 +82,42 @@ def test_a_report_about_another_boards_certificate_is_refused(ca):
     with pytest.raises(Refused, match="is not 'ok NEW OLD' or 'bad NEW REASON'"):
         report(ca, "pol-9", "switched")
     assert not ca.revoked(theirs.cert) and not ca.revoked(mine.cert)
+
+
+def test_two_issuers_on_one_ca_directory_keep_every_record(ca):
+    # two `ca serve` (or `ca issue` beside one) renew and issue at the same time: each index
+    # change is a read-change-write, and none may write over the other's record
+    import subprocess
+    import sys
+
+    board = ca.issue("twin-board")
+    prog = (
+        "import sys\n"
+        "from fleetwire.host.identity import pki\n"
+        "from fleetwire.host.identity.issuer import renew\n"
+        "ca = pki.FleetCA(sys.argv[1])\n"
+        "old = pki.load_certificate(sys.argv[2])\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
+        "for i in range(15):\n"
+        "    print(pki.serial_hex(renew(ca, 'twin-board', pki.der(old))), flush=True)\n"
+    )
+    pem = ca.dir + "/twin-board.pem"
+    pki.write_public(pem, pki.pem(board.cert))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", prog, ca.dir, pem],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    assert [p.stdout.readline() for p in procs] == ["ready\n"] * 3
+    for p in procs:  # all three at once
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    issued = [s for p in procs for s in p.communicate(timeout=120)[0].split()]
+    assert [p.returncode for p in procs] == [0, 0, 0]
+    assert len(issued) == 45
+    assert set(issued) <= {e["serial"] for e in ca.index()}
