@@ -28,7 +28,7 @@ def ports_here():
 # quiet after it. reset=True restarts the board once the console listens: Ctrl-C stops the
 # program (MicroPython's KeyboardInterrupt), Ctrl-D at the REPL soft-resets, and boot.py and
 # main.py run again, from their first line on the console.
-_STOP_AND_SOFT_RESET = b"\r\x03\x03\x04"
+STOP_AND_SOFT_RESET = b"\r\x03\x03\x04"
 
 
 def console(
@@ -59,7 +59,7 @@ def console(
                 try:
                     s = serial.Serial(port, baud, timeout=0.2)
                     if reset:
-                        s.write(_STOP_AND_SOFT_RESET)
+                        s.write(STOP_AND_SOFT_RESET)
                         s.flush()
                         reset = False  # once: a port that comes back is the board's own reset
                     if gone:

@@ -64,6 +64,7 @@ class Board:
         self.vboard = vboard
         self.ca = ca
         self._watches = []
+        self._boot = False  # deployed, not yet started: the next console read starts it
 
     def close(self):
         for w in self._watches:
@@ -74,10 +75,13 @@ class Board:
         return self.vboard is not None
 
     def deploy(self, config, rotate=False, log=None, release_keys=None):
-        """Deploy as `fleetwire deploy --mpy [--ca DIR] [--release-keys DIR]` does -> its result."""
+        """Deploy as `fleetwire deploy --mpy [--ca DIR] [--release-keys DIR] --no-reset` does ->
+        its result. The program starts at the next console_until() or watch(), which open the
+        port first and then soft-reset the board (as `fleetwire console --reset`): a reset at
+        the end of the deploy let the board print its first lines before anyone read them."""
         from fleetwire.host.rig.deploy import deploy
 
-        return deploy(
+        res = deploy(
             self.port,
             config,
             mpy=True,
@@ -85,7 +89,14 @@ class Board:
             ca=self.ca and self.ca.dir,
             rotate=rotate,
             release_keys=release_keys,
+            reset=False,
         )
+        self._boot = True
+        return res
+
+    def _take_boot(self):
+        boot, self._boot = self._boot, False
+        return boot
 
     def exec(self, code, timeout=30):
         r = subprocess.run(
@@ -140,7 +151,7 @@ class Board:
         from fleetwire.host.rig.console import console
 
         buf = io.StringIO()
-        hit = console(self.port, until=pattern, timeout=timeout, out=buf, wait=True)
+        hit = console(self.port, until=pattern, timeout=timeout, out=buf, wait=True, reset=self._take_boot())
         assert hit is not None, "no line matching %r within %s s; console said:\n%s" % (
             pattern,
             timeout,
@@ -151,7 +162,7 @@ class Board:
     def watch(self):
         """Read the console from now on, in the background (a board drops output nobody reads)
         -> a ConsoleWatch; stopped with the board. Not while deploying: mpremote needs the port."""
-        w = ConsoleWatch(self.port)
+        w = ConsoleWatch(self.port, reset=self._take_boot())
         self._watches.append(w)
         return w
 
@@ -170,7 +181,7 @@ class ConsoleWatch:
     """The console's lines, read by a thread: wait_for(regex) -> the text so far once a line
     matches (fails at timeout); .text is everything read."""
 
-    def __init__(self, port):
+    def __init__(self, port, reset=False):
         import re
         import threading
 
@@ -178,16 +189,22 @@ class ConsoleWatch:
         self.lines = []
         self._stop = threading.Event()
         self._cv = threading.Condition()
-        self._t = threading.Thread(target=self._read, args=(port,), daemon=True)
+        self._t = threading.Thread(target=self._read, args=(port, reset), daemon=True)
         self._t.start()
 
-    def _read(self, port):
+    def _read(self, port, reset):
         import serial
+
+        from fleetwire.host.rig.console import STOP_AND_SOFT_RESET
 
         buf = b""
         while not self._stop.is_set():
             try:
                 with serial.Serial(port, 115200, timeout=0.2) as s:
+                    if reset:  # once the port is open: every line from boot on is read
+                        s.write(STOP_AND_SOFT_RESET)
+                        s.flush()
+                        reset = False
                     while not self._stop.is_set():
                         buf += s.read(512)
                         while b"\n" in buf:

@@ -46,7 +46,7 @@ def test_the_board_boots_connects_and_reports_its_vitals(hil_board, hil_broker, 
 
 def test_publish_and_subscribe_round_trip_at_every_qos(hil_board, hil_broker, hil_observer, request):
     cfg = device_config(request, hil_broker, period_s=3600)
-    hil_board.put("app.py", ECHO_APP)  # main.py imports it after the deploy's reset
+    hil_board.put("app.py", ECHO_APP)  # main.py imports it when the board starts
     hil_board.deploy(cfg)
     hil_board.console_until("app: echoing")
     out = "fleet/%s/echo" % cfg["device_id"]
