@@ -128,6 +128,12 @@ def run(args):
     report_dir = os.path.join(out, "report")
     for d in (landing, report_dir):
         shutil.rmtree(d, ignore_errors=True)
+    # each release's symbol map, as `fleetwire bundle` writes one beside it: the gate's halt and
+    # the report name a crash's function and lines
+    from fleetwire.host.fleet import simapp
+
+    for version in (BASE, BAD, GOOD):
+        simapp.write_symbols(os.path.join(out, "symbols"), version, bad=version == BAD)
     chose = plan.choose(args.devices, args.period, args.hours * 3600 / args.duration, args.workers)
     try:
         raise_fd_limit(fd_needed(args.devices + 64), "the demo's broker")  # mosquitto inherits it
@@ -233,7 +239,7 @@ def run(args):
         say("running the Spark report (local[2]) ...")
         from fleetwire.tools import report
 
-        rc = report.main(["--input", landing, "--out", report_dir])
+        rc = report.main(["--input", landing, "--out", report_dir, "--symbols", os.path.join(out, "symbols")])
         if rc:
             return rc
         summary(report_dir)
@@ -258,6 +264,7 @@ def rollouts(args, sim, broker, ca, cert, key, collector, out, speed, keys):
     """The story: a while on BASE, the bad release halted by the gate (its devices ordered
     back), the good one to 100 %, then a forged release that every device refuses -> lines
     that say how each ended."""
+    from fleetwire.host.fleet import simapp
     from fleetwire.host.rollout import staged as ro
     from fleetwire.host.rollout.service import UpdateService
     from fleetwire.host.rollout.release import Release, pack
@@ -278,13 +285,18 @@ def rollouts(args, sim, broker, ca, cert, key, collector, out, speed, keys):
         time.sleep(hour)
         ids = ["sim-%04d" % i for i in range(args.devices)]
         th = ro.Thresholds(max_crash_free_drop=args.max_crash_free_drop, max_failed_pct=50.0)
+        symbols = os.path.join(out, "symbols")
         gate = ro.Gate(
-            os.path.join(out, "landing"), os.path.join(out, "gate-report"), th, seal=collector.close_all
+            os.path.join(out, "landing"),
+            os.path.join(out, "gate-report"),
+            th,
+            seal=collector.close_all,
+            symbols=symbols,
         )
         for version, what in ((BAD, "bad: it crashes more"), (GOOD, "good")):
-            rel = Release.from_bytes(
-                pack({"app.py": ("VERSION = %r\n" % version).encode() * 200, ".fwversion": version.encode()})
-            )
+            files = {n: t.encode() for n, t in simapp.sources(version, bad=version == BAD).items()}
+            files[".fwversion"] = version.encode()
+            rel = Release.from_bytes(pack(files))
             say(
                 "rolling out %s (%s), stages %s, soaking %g simulated hours before each gate"
                 % (version, what, args.stages, args.soak)

@@ -74,6 +74,12 @@ def add_arguments(p):
     )
     g.add_argument("--report-dir", help="where the gate's report goes (default LANDING/../rollout-report)")
     g.add_argument(
+        "--symbols",
+        metavar="DIR",
+        help="a directory of release symbol maps (`fleetwire bundle` writes <bundle>.symbols.json): "
+        "a halt names the crash's function and lines",
+    )
+    g.add_argument(
         "--no-collect",
         action="store_true",
         help="another collector lands the telemetry (whole "
@@ -223,7 +229,9 @@ def run(args):
             out = args.report_dir or os.path.join(
                 os.path.dirname(os.path.abspath(args.landing)), "rollout-report"
             )
-            gate = ro.Gate(args.landing, out, th, seal=collector.close_all if collector else None)
+            gate = ro.Gate(
+                args.landing, out, th, seal=collector.close_all if collector else None, symbols=args.symbols
+            )
         res = ro.Rollout(
             svc, rel, stages, gate, th, args.soak, args.stage_timeout, args.rollback_on_halt, args.baseline
         ).run()

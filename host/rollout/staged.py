@@ -294,14 +294,14 @@ def _hours(row):
     return "%g" % h if h is not None else "?"
 
 
-def run_report(landing, out, log=print, crash=None):
+def run_report(landing, out, log=print, crash=None, symbols=None):
     """The fleet report over `landing` into `out` (fleetwire.host.analytics, in this process)
     -> the release table's rows (firmware_cohort, as dicts); crash (a dict) gets the crash
     tables' rows (crash_releases, crash_signatures). RuntimeError when it fails."""
     from fleetwire.host.analytics import job
 
     try:
-        res = job.report(landing, out, report=False, log=log)
+        res = job.report(landing, out, report=False, log=log, symbols=symbols)
     except Exception as e:  # noqa: BLE001 - the gate says what failed; the rollout halts on it
         raise RuntimeError("the fleet report over %s failed: %s" % (landing, e))
     if crash is not None:
@@ -312,16 +312,18 @@ def run_report(landing, out, log=print, crash=None):
 
 class Gate:
     """The gate between stages: seal() makes the collector's files whole (the report reads whole
-    files only), then the report over `landing`, then judge()."""
+    files only), then the report over `landing`, then judge(). symbols: a directory of release
+    symbol maps, so that a halt names the crash's function and lines."""
 
-    def __init__(self, landing, out, th, seal=None, log=print):
+    def __init__(self, landing, out, th, seal=None, log=print, symbols=None):
         self.landing, self.out, self.th, self.seal, self.log = landing, out, th, seal, log
+        self.symbols = symbols
 
     def __call__(self, version, baseline):
         if self.seal is not None:
             self.seal()
         crash = {}
-        rows = run_report(self.landing, self.out, self.log, crash)
+        rows = run_report(self.landing, self.out, self.log, crash, self.symbols)
         return judge(rows, version, baseline, self.th, crash)
 
 
