@@ -36,14 +36,21 @@ def _text(e):
 
 
 class Commands:
-    """Commands(device_id, send, journal="cmd.json", keep=16, max_packet=1024, clock=None).
+    """Commands(device_id, send, journal="cmd.json", keep=16, max_packet=1024, clock=None,
+    max_doc=8192).
 
     on(name, fn) registers a handler: fn(args) -> a result JSON can write; an exception it
-    raises is the answer's error. handle(topic, msg) takes a message (-> True if it was this
-    board's command); send(topic, payload) publishes an answer at QoS 1 (-> packet id);
-    delivered(pid) says an answer arrived; step() sends the answers still due."""
+    raises is the answer's error. handle(topic, msg, rest=0) takes a message or a piece of one
+    longer than max_packet (rest: client.rest) (-> True if it was this board's command); a
+    command up to max_doc bytes is joined and run, a longer one answered with an error.
+    send(topic, payload) publishes an answer at QoS 1 (-> packet id); delivered(pid) says an
+    answer arrived; step() sends the answers still due."""
 
-    def __init__(self, device_id, send, journal="cmd.json", keep=16, max_packet=1024, clock=None):
+    p = None  # fleetwire.pieces.Pieces, from the first command longer than max_packet
+
+    def __init__(
+        self, device_id, send, journal="cmd.json", keep=16, max_packet=1024, clock=None, max_doc=8192
+    ):
         self.t_run = ("fleet/%s/cmd/run" % device_id).encode()
         self.t_ans = ("fleet/%s/answer" % device_id).encode()
         self.send = send
@@ -51,6 +58,7 @@ class Commands:
         self.path = journal
         self.keep = keep
         self.room = max_packet - len(self.t_ans) - 8  # what an answer may take
+        self.cap = max_doc
         self.clock = clock or now
         self.out = {}  # packet id -> the id of the answer it carries
         try:
@@ -91,15 +99,29 @@ class Commands:
             )
         return a
 
-    def handle(self, topic, msg):
-        """A message the client received -> True if it was this board's command."""
+    def handle(self, topic, msg, rest=0):
+        """A message the client received (or a piece: rest, client.rest, bytes of it still to
+        come) -> True if it was this board's command."""
         if topic != self.t_run:
             return False
         try:
+            if rest or self.p:
+                if not self.p:
+                    from .pieces import Pieces
+
+                    self.p = Pieces(self.cap)
+                msg = self.p.feed(msg, rest)
+                if rest:
+                    return True
+                if msg is None:
+                    p = self.p
+                    return self._refuse(p.head, "command of %d bytes over max_doc (%d)" % (p.over, self.cap))
             c = json.loads(bytes(msg))
             cid = c["id"]
             if not isinstance(cid, str) or not 0 < len(cid) <= 64:
                 raise ValueError("id must be 1 to 64 characters")
+        except MemoryError:  # a command this heap cannot hold or read: answered, the board goes on
+            return self._refuse(bytes(msg[:128]), "no room for a command of %d bytes" % len(msg))
         except (ValueError, KeyError, TypeError) as e:
             print("cmd: a command without a usable id dropped:", _text(e))
             return True
@@ -126,6 +148,21 @@ class Commands:
                     a = self._ans(cid, "error", None, _text(x))
         e[1] = 1
         e[2] = a
+        self.save()
+        self._send(e)
+        return True
+
+    def _refuse(self, h, why):
+        # a command not run for want of room: answered, if its id is among its first bytes h
+        i = h.find(b'"id"')
+        j = h.find(b'"', h.find(b":", i + 4) + 1)
+        k = h.find(b'"', j + 1)
+        cid = h[j + 1 : k].decode() if -1 < i < j < k <= j + 65 else None
+        if cid is None or cid in self.d or any(e[0] == cid for e in self.j):
+            print("cmd: dropped:", why)
+            return True
+        e = [cid, 1, self._ans(cid, "error", None, why)]
+        self.j.append(e)
         self.save()
         self._send(e)
         return True
@@ -175,7 +212,7 @@ def enable(client, device_id, callback=None, **kw):
             prev(pid)
 
     def on_msg(topic, msg):
-        if not c.handle(topic, msg) and callback is not None:
+        if not c.handle(topic, msg, client.rest) and callback is not None:
             callback(topic, msg)
 
     client.on_delivered = on_delivered

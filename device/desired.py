@@ -6,7 +6,8 @@
 #                           {section: value, ...}}, the whole document; the retained copy
 #                           reaches the board at every subscribe, so it converges after any outage
 #   fleet/<id>/reported     board -> operator, QoS 1, retained: {"version": <applied>, "state":
-#                           {...}, "error": "<text>" | null}
+#                           {...} (null when the report would not fit max_packet), "error":
+#                           "<text>" | null}
 #
 # The board keeps the document it applied in state.json (replaced whole: write, rename). A
 # desired version at or below the applied one is not applied (an older one never, the same one
@@ -18,19 +19,24 @@ import json
 
 
 class State:
-    """State(device_id, send, path="state.json").
+    """State(device_id, send, path="state.json", max_doc=8192).
 
     on(section, fn): fn(value) applies a section that changed (value None: removed); an
     exception it raises is reported. get(section, default) reads the applied document.
-    handle(topic, msg) takes a message (-> True if it was this board's desired state);
-    send(topic, payload) publishes the reported state (QoS 1, retained)."""
+    handle(topic, msg, rest=0) takes a message or a piece of one longer than max_packet (rest:
+    client.rest) (-> True if it was this board's desired state); a document up to max_doc
+    bytes is joined, a longer one reported as an error. send(topic, payload) publishes the
+    reported state (QoS 1, retained)."""
 
-    def __init__(self, device_id, send, path="state.json"):
+    p = None  # fleetwire.pieces.Pieces, from the first document longer than max_packet
+
+    def __init__(self, device_id, send, path="state.json", max_doc=8192):
         self.t_des = ("fleet/%s/cmd/desired" % device_id).encode()
         self.t_rep = ("fleet/%s/reported" % device_id).encode()
         self.send = send
         self.path = path
         self.h = {}
+        self.cap = max_doc
         self.error = None
         self.due = False  # a report to send (step())
         try:
@@ -45,18 +51,28 @@ class State:
     def on(self, section, fn):
         self.h[section] = fn
 
-    def handle(self, topic, msg):
+    def handle(self, topic, msg, rest=0):
         if topic != self.t_des:
             return False
-        if not msg:  # the retained document withdrawn: the board keeps what it applied
-            return True
         try:
+            if rest or self.p:
+                if not self.p:
+                    from .pieces import Pieces
+
+                    self.p = Pieces(self.cap)
+                msg = self.p.feed(msg, rest)
+                if rest:
+                    return True
+                if msg is None:
+                    raise ValueError("%d bytes, over max_doc (%d)" % (self.p.over, self.cap))
+            if not msg:  # the retained document withdrawn: the board keeps what it applied
+                return True
             d = json.loads(bytes(msg))
             v = d["version"]
             new = d["state"]
             if not isinstance(v, int) or isinstance(v, bool) or not isinstance(new, dict):
                 raise ValueError("version must be an integer, state an object")
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, MemoryError) as e:  # the board goes on, and says why
             self.error = "desired state unreadable: %s" % e
             self.due = True
             return True
@@ -92,11 +108,16 @@ class State:
             return
         d = self.doc
         r = {"version": d["version"], "state": d["state"], "error": self.error}
-        try:
-            self.send(self.t_rep, json.dumps(r))
-            self.due = False
-        except Exception as e:  # noqa: BLE001 - a full queue: the next step tries again
-            print("desired: report waits:", e)
+        for _ in (0, 1):
+            try:
+                self.send(self.t_rep, json.dumps(r))
+                self.due = False
+                return
+            except ValueError:  # longer than max_packet: the version and error are the report
+                r["state"] = None
+            except Exception as e:  # noqa: BLE001 - a full queue: the next step tries again
+                print("desired: report waits:", e)
+                return
 
 
 def enable(client, device_id, callback=None, **kw):
@@ -108,7 +129,7 @@ def enable(client, device_id, callback=None, **kw):
     s.due = True  # say what this board holds, once connected
 
     def on_msg(topic, msg):
-        if not s.handle(topic, msg) and callback is not None:
+        if not s.handle(topic, msg, client.rest) and callback is not None:
             callback(topic, msg)
 
     client.set_callback(on_msg)

@@ -221,14 +221,18 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
     other = [None]  # the app's own callback, set in its setup()
 
     def route(t, m):
-        if (st is None or not st.handle(t, m)) and other[0] is not None:
+        if (st is None or not st.handle(t, m, client.rest)) and other[0] is not None:
             other[0](t, m)
 
     if cfg.get("desired"):
         # before connect(): the documents that waited at the broker come right after CONNACK
         from .desired import State
 
-        st = State(cfg["device_id"], lambda t, p: client.publish(t, p, True, 1, block=False))
+        st = State(
+            cfg["device_id"],
+            lambda t, p: client.publish(t, p, True, 1, block=False),
+            max_doc=cfg.get("max_doc", 8192),
+        )
         st.due = True
         apply = _remote(vitals, loop)
         try:
@@ -240,7 +244,7 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
     if cfg.get("commands"):
         from .cmd import enable as commands
 
-        cmds = commands(client, cfg["device_id"], callback=route)
+        cmds = commands(client, cfg["device_id"], callback=route, max_doc=cfg.get("max_doc", 8192))
         cmds.on("reboot", lambda a: reboot.append(1) or "rebooting")
         if app is not None and hasattr(app, "commands"):
             app.commands(cmds)  # the app's own: cmds.on(name, fn)

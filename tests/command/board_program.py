@@ -2,9 +2,10 @@
 # broker, on MicroPython or CPython: run in its own directory, its flash.
 #   board_program.py HOST PORT ID [SECONDS]
 # Handlers: "add" (a + b), "mark" (appends args["n"] to runs.txt: a run that happened),
-# "fail" (raises), "stop" (ends the program once its answer is acknowledged). Desired state:
-# the "config" section's changes append "<version> <period_s>" to applied.txt. Prints "ready"
-# once subscribed; exits after SECONDS (default 60) or "stop".
+# "fail" (raises), "size" (the length of args["blob"]), "stop" (ends the program once its
+# answer is acknowledged). Desired state: the "config" section's changes append
+# "<version> <period_s>" to applied.txt. Prints "ready" once subscribed; exits after SECONDS
+# (default 60) or "stop".
 import sys
 import time
 
@@ -16,7 +17,8 @@ host, port, dev = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 limit = int(sys.argv[4]) if len(sys.argv) > 4 else 60
 c = MQTTClient(dev, host, port, keepalive=30, reconnect=True, backoff_min=0.05, backoff_max=0.2)
 st = desired.enable(c, dev)
-cmds = cmd.enable(c, dev, callback=st.handle)  # the other messages go to the state
+# the other messages go to the state, with the pieces of a long one
+cmds = cmd.enable(c, dev, callback=lambda t, m: st.handle(t, m, c.rest))
 stop = []
 
 
@@ -38,6 +40,7 @@ def config(v):
 cmds.on("add", lambda a: a["a"] + a["b"])
 cmds.on("mark", mark)
 cmds.on("fail", fail)
+cmds.on("size", lambda a: len(a["blob"]))
 cmds.on("stop", lambda a: stop.append(1) or "stopping")
 st.on("config", config)
 c.connect(clean_session=False)  # after enable() and on(): what waited at the broker comes now

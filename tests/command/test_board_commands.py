@@ -99,6 +99,29 @@ def test_a_command_is_answered_with_its_result_or_an_error_that_says_why(board, 
     b.wait()
 
 
+def test_a_command_longer_than_max_packet_runs_and_one_longer_than_max_doc_is_answered_why(board, op):
+    # max_packet 1024 (the default): a longer command comes in pieces, joined up to max_doc
+    b = board("long").start()
+    assert op.run([b.name], "size", {"blob": "x" * 2500}, timeout=30)[b.name]["result"] == 2500
+    a = op.run([b.name], "size", {"blob": "x" * 9000}, timeout=30)[b.name]
+    assert a["status"] == "error" and "bytes over max_doc (8192)" in a["error"], a
+    assert op.run([b.name], "add", {"a": 1, "b": 2}, timeout=30)[b.name]["result"] == 3  # and on
+    op.run([b.name], "stop", timeout=30)
+    b.wait()
+
+
+def test_a_desired_document_longer_than_max_packet_is_applied_and_reported_by_version(board, op):
+    b = board("bigstate").start()
+    v = op.set_desired([b.name], {"config": {"period_s": 20}, "note": "n" * 2000})
+    assert op.wait_converged([b.name], 30) == [], op.drift([b.name])
+    assert b.applied()[-1] == "%d 20" % v[b.name]
+    # its report would not fit max_packet: the version and the error say it converged
+    assert op.reported(b.name) == {"version": v[b.name], "state": None, "error": None}
+    op.set_desired([b.name], {"config": None, "note": None})
+    op.run([b.name], "stop", timeout=30)
+    b.wait()
+
+
 def test_a_command_past_its_deadline_is_answered_expired_and_not_run(board, op):
     b = board("expired").start()
     op.run([b.name], "stop", timeout=30)
