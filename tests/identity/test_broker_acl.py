@@ -15,6 +15,12 @@ def operator(identity_mosquitto, make_observer):
     return o
 
 
+def live(messages):
+    """The payloads of messages sent now: the session's broker also hands the operator, on
+    fleet/#, what other tests left retained (key updates, reported states)."""
+    return [x[1] for x in messages if not x[3]]
+
+
 def test_the_collector_reads_telemetry_and_cannot_command_or_pose_as_a_board(
     identity_mosquitto, make_observer, operator
 ):
@@ -29,7 +35,7 @@ def test_the_collector_reads_telemetry_and_cannot_command_or_pose_as_a_board(
     collector.wait_until(lambda m: ("fleet/acl-board-1/telemetry", b"record", 1, False) in m)
     # the operator (reads fleet/#) saw its own command and the record, in order, and nothing else
     got = operator.wait_until(lambda m: any(x[1] == b"record" for x in m))
-    assert [x[1] for x in got] == [b"from-the-operator", b"record"]
+    assert live(got) == [b"from-the-operator", b"record"]
     assert [x[1] for x in collector.messages] == [b"record"]
 
 
@@ -44,7 +50,7 @@ def test_only_the_operator_sends_commands_and_updates(identity_mosquitto, make_o
     operator.publish("fleet/acl-board-2/ota/fw", b"update-from-the-operator", qos=1)
     got = board.wait_until(lambda m: len(m) >= 2)
     assert [x[1] for x in got] == [b"from-the-operator", b"update-from-the-operator"]
-    assert [x[1] for x in operator.messages] == [b"from-the-operator", b"update-from-the-operator"]
+    assert live(operator.messages) == [b"from-the-operator", b"update-from-the-operator"]
 
 
 def test_a_client_without_a_certificate_is_refused(identity_mosquitto):

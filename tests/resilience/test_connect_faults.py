@@ -62,7 +62,10 @@ def test_a_connect_cut_at_any_byte_of_its_exchange_raises_and_the_next_one_works
     assert p.wait_quiet(0.05)
     conn = p.accepted
     up, down = p.bytes("up", conn), p.bytes("down", conn)
-    assert down == 4 and up > 20, "CONNECT %d bytes, CONNACK %d" % (up, down)
+    # one connection, and it came up: a client told "connected" must not be making another
+    # (seen once on four loaded workers: a second connection, of 0 bytes yet)
+    said = [(e.conn, e.dir, e.what, e.note) for e in p.log]
+    assert conn == 1 and down == 4 and up > 20, "CONNECT %d bytes, CONNACK %d; %s" % (up, down, said)
     d.call("disconnect")
     points = [("up", n) for n in range(up + 1)] + [("down", n) for n in range(down)]
     for direction, at in points:
