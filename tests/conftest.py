@@ -117,6 +117,16 @@ def rank(nodeid):
     return len(LONGEST_FIRST)
 
 
+def pytest_collection_finish(session):
+    # What collection imported (the suite's modules, hypothesis, pandas, pyspark) stays for the
+    # whole run: out of the collector's sight, a full collection no longer walks it. A test that
+    # allocates much in this process (the stores' power-cut sweeps) spent most of its time there.
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups set here
 def pytest_collection_modifyitems(config, items):
     for item in items:

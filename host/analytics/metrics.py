@@ -543,18 +543,18 @@ def version_key(col="fw_version"):
     """Releases in the order a board takes them (fleetwire.ota.trust.older): the dot-separated
     numbers (1.10.0 after 1.9.2; a part without leading digits is -1), then a pre-release
     (2.0.0-rc1) before its release, pre-releases by their tags' runs of digits as numbers and of
-    letters as words (rc9 before rc10, beta.2 before beta.11), a word before a number; build
+    letters as words (rc9 before rc10, beta.2 before beta.11), a number before a word; build
     metadata (+...) is not ordered."""
     v = "split(regexp_replace(%s, '[+].*$', ''), '-', 2)" % col
-    return F.expr(
-        "named_struct("
-        "'n', transform(split({v}[0], '[.]'), p -> coalesce(try_cast(regexp_extract(p, '^([0-9]+)', 1) "
-        "as int), -1)), "
-        "'release', size({v}) = 1, "
-        "'tag', transform(regexp_extract_all(coalesce(try_element_at({v}, 2), ''), '([0-9]+|[^0-9.]+)', 1), "
-        "t -> named_struct('word', t rlike '^[^0-9]', 'num', coalesce(try_cast(t as bigint), 0), 'text', t)))"
-        .format(v=v)
+    nums = (
+        "transform(split(%s[0], '[.]'), "
+        "p -> coalesce(try_cast(regexp_extract(p, '^([0-9]+)', 1) as int), -1))"
     )
+    tag = (
+        "transform(regexp_extract_all(coalesce(try_element_at(%s, 2), ''), '([0-9]+|[^0-9.]+)', 1), "
+        "t -> named_struct('word', t rlike '^[^0-9]', 'num', coalesce(try_cast(t as bigint), 0), 'text', t))"
+    )
+    return F.expr("named_struct('n', %s, 'release', size(%s) = 1, 'tag', %s)" % (nums % v, v, tag % v))
 
 
 def firmware_cohort(fw_hours, hist, hw):
