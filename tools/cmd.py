@@ -22,6 +22,12 @@ def add_targets(p):
     g.add_argument("--devices", metavar="FILE", help="one board id a line, optionally ',group'")
     g.add_argument("--group", help="only the boards of this group (the devices file's second column)")
     g.add_argument("--share", type=float, metavar="PCT", help="a stable share of them, in per cent")
+    p.add_argument(
+        "--landing",
+        metavar="DIR",
+        help="land what is sent in this landing zone (DIR/_commands/), for the report's commands and "
+        "convergence tables",
+    )
 
 
 def add_arguments(p):
@@ -55,7 +61,8 @@ def connect(args):
     if why:
         raise ValueError(why)
     host, port = args.broker
-    return Operator(host, port, args.user, options.password(), (args.tls_ca, args.cert, args.key))
+    login = (args.tls_ca, args.cert, args.key)
+    return Operator(host, port, args.user, options.password(), login, landing=args.landing)
 
 
 def run(args):

@@ -231,10 +231,12 @@ def run(spark, store, cfg, p):
         q["clean_records"] = int(sum(snap["kept"].values()))
         q["duplicates"] = q["valid_records"] - q["clean_records"]
         if store.exists(p.table("firmware_cohort")):
-            from fleetwire.host.analytics import crashes
+            from fleetwire.host.analytics import commands, crashes
 
             if crashes.changed(store, p.input, p.out):
                 job.write_crashes(spark, store, p, cfg.symbols)
+            if commands.changed(store, p.input, p.out):
+                job.write_commands(spark, store, p)
     q["new_files"], q["new_records"] = len(note["read"]), note["counts"].get("", 0)
     store.write_text(storage.join(p.out, "quality.json"), json.dumps(q, indent=2, sort_keys=True))
     snap["quality"] = q
@@ -257,10 +259,13 @@ def run(spark, store, cfg, p):
 def nothing_new(store, cfg, p, snap, unreadable, spark=None):
     cfg.log("incremental: 0 new files, 0 new usable records")
     if spark is not None and store.exists(p.table("firmware_cohort")):
-        from fleetwire.host.analytics import crashes
+        from fleetwire.host.analytics import commands, crashes
 
-        if crashes.changed(store, p.input, p.out):  # crash records land beside telemetry, not in it
+        # crash records and command events land beside the telemetry, not in it
+        if crashes.changed(store, p.input, p.out):
             job.write_crashes(spark, store, p, cfg.symbols)
+        if commands.changed(store, p.input, p.out):
+            job.write_commands(spark, store, p)
     path = storage.join(p.out, "quality.json")
     q = dict(snap["quality"])
     q["new_files"], q["new_records"] = 0, 0

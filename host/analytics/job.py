@@ -315,6 +315,7 @@ def finish(spark, store, cfg, p, parts, q, newest_ts, first_hour_ms):
         phase(spark, "outliers")
         write(metrics.outliers(health, min_cohort=cfg.min_cohort), p.table("outliers"), single=True)
         write_crashes(spark, store, p, cfg.symbols)
+        write_commands(spark, store, p)
         report_path = None
         if cfg.report:
             phase(spark, "report")
@@ -347,6 +348,15 @@ def write_crashes(spark, store, p, symbols=None):
 
     phase(spark, "crashes")
     crashes.write(spark, store, p.input, p.out, lambda df, path: write(df, path, single=True), symbols)
+
+
+def write_commands(spark, store, p):
+    """commands, convergence from every command event landed (commands.py): after device_health,
+    and by an incremental run whatever its new files held."""
+    from fleetwire.host.analytics import commands
+
+    phase(spark, "commands")
+    commands.write(spark, store, p.input, p.out, lambda df, path: write(df, path, single=True))
 
 
 def report(input, out, master=None, extra=None, **settings):

@@ -33,7 +33,15 @@ def collect(spark, out, fleet, hist):
 
     d = {
         n: spark.read.parquet(storage.join(out, n)).toPandas()
-        for n in ("firmware_cohort", "outliers", "device_health", "crash_signatures", "crash_releases")
+        for n in (
+            "firmware_cohort",
+            "outliers",
+            "device_health",
+            "crash_signatures",
+            "crash_releases",
+            "commands",
+            "convergence",
+        )
     }
     d["fleet_hourly"] = fleet.orderBy("hour_ms", "fw_version").toPandas()
     d["fleet_hourly"].insert(
@@ -160,6 +168,8 @@ def write(spark, store, out, fleet, hist, quality):
         "rssi_histogram",
         "crash_signatures",
         "crash_releases",
+        "commands",
+        "convergence",
     ):
         csvs[name] = "csv/%s.csv" % name
         store.write_text(storage.join(out, csvs[name]), d[name].to_csv(index=False))
@@ -294,6 +304,33 @@ def crashes(d, top=TOP_CRASHES):
     return "\n".join(out)
 
 
+def commands(d):
+    """The "Commands and desired state" section: the commands table, and how long each change of
+    desired state took to reach its boards."""
+    cmds, conv = d.get("commands"), d.get("convergence")
+    if (cmds is None or not len(cmds)) and (conv is None or not len(conv)):
+        return (
+            "<p>None landed (<code>fleetwire collect --commands</code> lands the boards' answers and "
+            "reported states, <code>fleetwire cmd --landing</code> and <code>fleetwire state set "
+            "--landing</code> what was sent).</p>"
+        )
+    out = []
+    if cmds is not None and len(cmds):
+        out.append(_table(cmds.sort_values(["name", "fw_version"], na_position="last")))
+    if conv is not None and len(conv):
+        conv = conv.sort_values("set_ts").copy()
+        conv.insert(
+            1,
+            "set",
+            conv.pop("set_ts").map(
+                lambda ms: dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            ),
+        )
+        out.append("<p class='note'>Desired state: per change, the boards that reported it, and when.</p>")
+        out.append(_table(conv))
+    return "\n".join(out)
+
+
 def render(d, pngs, csvs, quality):
     e = html.escape
     h = d["device_health"]
@@ -350,6 +387,8 @@ def render(d, pngs, csvs, quality):
         "<h2>Why boards crash</h2><p class='note'>Crash records the boards sent after the reset, by "
         "signature: the exception and its innermost frame.</p>",
         crashes(d),
+        "<h2>Commands and desired state</h2>",
+        commands(d),
         "<h2>Silent devices</h2><p class='note'>No record in the last %d minutes of the data.</p>"
         % (S.SILENT_AFTER_S // 60),
         _table(silent) if len(silent) else "<p>None.</p>",

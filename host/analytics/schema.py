@@ -25,6 +25,8 @@ TABLES = [
     "crashes",  # these three from LANDING/_crashes/ (crashes.py)
     "crash_signatures",
     "crash_releases",
+    "commands",  # these two from LANDING/_commands/ (commands.py)
+    "convergence",
 ]
 
 CORRUPT = "_corrupt_record"

@@ -11,9 +11,17 @@ A command's id is new for every board it goes to; the first answer per id counts
 may send one again after a power cut). Boards use a persistent session, so a command sent
 while a board is away waits at the broker until its deadline; one that arrives later is
 answered "expired" and not run.
+
+With landing=DIR it lands what it sends beside the collector's answers and reported states, in
+DIR/_commands/date=YYYY-MM-DD/<its client id>.ndjson, a line an event ({"rx_ts", "device_id",
+"kind", "body"}): "sent" (id, name, deadline) per board a command went to, "desired" (version,
+change: one set_desired() call is one change) per board: the report's commands and convergence
+tables (fleetwire.host.analytics.commands) are made from them.
 """
 
+import datetime
 import json
+import os
 import threading
 import time
 import uuid
@@ -61,14 +69,20 @@ def select(ids, groups=None, group=None, share=None, salt=""):
 
 
 class Operator:
-    """Operator(host, port, user=None, password=None, tls=(None, None, None), client_id=None).
+    """Operator(host, port, user=None, password=None, tls=(None, None, None), client_id=None,
+    landing=None).
 
     start() connects (NotConnected says why it could not); then send() and wait() (or run()),
-    desired(), reported(), set_desired() and drift(). Use it in a with block."""
+    desired(), reported(), set_desired() and drift(). Use it in a with block. landing: a
+    landing zone to land what it sends in (the module's docstring)."""
 
-    def __init__(self, host, port, user=None, password=None, tls=(None, None, None), client_id=None):
+    def __init__(
+        self, host, port, user=None, password=None, tls=(None, None, None), client_id=None, landing=None
+    ):
         self.host, self.port = host, port
-        self.c = paho_client(client_id or "op-%s" % uuid.uuid4().hex[:10], True, user, password, tls)
+        self.id = client_id or "op-%s" % uuid.uuid4().hex[:10]
+        self.landing = landing
+        self.c = paho_client(self.id, True, user, password, tls)
         self.c.on_connect = self._on_connect
         self.c.on_subscribe = self._on_subscribe
         self.c.on_message = self._on_message
@@ -128,6 +142,19 @@ class Operator:
         info = self.c.publish(topic, payload, qos=1, retain=retain)
         info.wait_for_publish(30)
 
+    def _land(self, kind, events):
+        """Append [(device_id, body)] as `kind` events to the landing zone (when there is one)."""
+        if not self.landing or not events:
+            return
+        now = int(time.time() * 1000)
+        day = datetime.datetime.fromtimestamp(now / 1000, datetime.timezone.utc).strftime("date=%Y-%m-%d")
+        d = os.path.join(self.landing, "_commands", day)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "%s.ndjson" % self.id), "a", encoding="utf-8") as f:
+            for device, body in events:
+                line = {"rx_ts": now, "device_id": device, "kind": kind, "body": body}
+                f.write(json.dumps(line, separators=(",", ":")) + "\n")
+
     # ---- commands
 
     def send(self, boards, name, args=None, deadline_s=None):
@@ -146,6 +173,7 @@ class Operator:
             body = {"id": cid, "name": name, "args": args, "deadline": deadline}
             self._publish(RUN % b, json.dumps(body, separators=(",", ":")))
             sent[cid] = b
+        self._land("sent", [(b, {"id": i, "name": name, "deadline": deadline}) for i, b in sent.items()])
         return sent
 
     def wait(self, sent, timeout, progress=None):
@@ -184,6 +212,7 @@ class Operator:
         if not isinstance(changes, dict):
             raise CommandError("desired state changes are an object of sections")
         out = {}
+        change = uuid.uuid4().hex[:12]
         for b in boards:
             with self.lock:
                 d = self.desired_docs.get(b) or {"version": 0, "state": {}}
@@ -200,6 +229,7 @@ class Operator:
             with self.lock:
                 self.desired_docs[b] = doc
             out[b] = v
+        self._land("desired", [(b, {"version": v, "change": change}) for b, v in out.items()])
         return out
 
     def drift(self, boards):
