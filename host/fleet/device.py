@@ -270,6 +270,12 @@ class SimDevice:
         self._tell = False
         self.crash_id = 0
         self.crash_records = []  # kept on "flash" until sent after a reboot
+        # the simulation's own tally of telemetry records the broker acknowledged, each once:
+        # packet id -> seq of those in flight (a record sent again after a reboot keeps its id),
+        # every seq up to ack_floor acknowledged, and those above it
+        self._pid_seq = {}
+        self.ack_floor = None
+        self.ack_above = set()
 
     def profile(self):
         return self.sim.profile(self.fw)
@@ -481,6 +487,7 @@ class SimDevice:
         try:
             v._pid = await c.publish(v.topic, rec, qos=1, wait=False)
             v._t_pub = time.monotonic()
+            self._pid_seq[v._pid] = v._st["seq"]
             sim.sent += 1
         except Exception as e:
             v.failed()
@@ -492,12 +499,26 @@ class SimDevice:
             self.cmds.delivered(pid)
         v = self.vitals
         self.sim.acked += 1
+        seq = self._pid_seq.pop(pid, None)
+        if seq is not None:
+            self._record_acked(seq)
         if pid == v._pid:
             # a round trip on the real clock is no latency of a device living in compressed time:
             # there the record's publish_latency_ms stays null, so that no table or report shows one
             if self.clock.speed == 1:
                 v.latency_ms = int((time.monotonic() - v._t_pub) * 1000)
             v.acked += 1
+
+    def _record_acked(self, seq):
+        if self.ack_floor is None:
+            self.ack_floor = seq - 1
+        if seq <= self.ack_floor or seq in self.ack_above:
+            return  # acknowledged again: sent again from the store after a reboot
+        self.ack_above.add(seq)
+        while self.ack_floor + 1 in self.ack_above:
+            self.ack_floor += 1
+            self.ack_above.discard(self.ack_floor)
+        self.sim.records_acked += 1
 
     def _event(self):
         """What happens to the device in this period -> a reason to reboot, or None."""

@@ -127,6 +127,7 @@ class Simulator:
         self.progress = progress  # progress(sim) is called every second
         self.rng = random.Random(seed)
         self.sent = self.acked = self.errors = self.publish_fail = 0
+        self.records_acked = 0  # telemetry records the broker acknowledged, each counted once
         self.lag = Lag(period_s / speed, speed)  # how far the simulator falls behind its schedule
         self.boots = self.crashes = self.drops = 0
         self.crash_records = 0  # crash records sent (fleet/<id>/crash)
@@ -252,6 +253,7 @@ class Simulator:
             "devices": len(self.only),
             "sent": self.sent,
             "acked": self.acked,
+            "records_acked": self.records_acked,
             "unacked": self.sent - self.acked,
             "errors": self.errors,
             "publish_fail": self.publish_fail,

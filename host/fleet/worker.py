@@ -20,6 +20,7 @@ def status(sim, first=False):
     out = {
         "sent": sim.sent,
         "acked": sim.acked,
+        "records_acked": sim.records_acked,
         "errors": sim.errors,
         "publish_fail": sim.publish_fail,
         "boots": sim.boots,

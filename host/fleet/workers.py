@@ -27,7 +27,7 @@ from fleetwire.host.fleet import lag as lagmod
 from fleetwire.host.fleet.device import Clock, Identities
 from fleetwire.host.fleet.sim import device_id, fd_needed, raise_fd_limit
 
-COUNTS = ("sent", "acked", "errors", "publish_fail", "boots", "crashes", "wifi_drops")
+COUNTS = ("sent", "acked", "records_acked", "errors", "publish_fail", "boots", "crashes", "wifi_drops")
 
 
 class WorkerError(RuntimeError):

@@ -58,7 +58,7 @@ def test_200_devices_over_2_workers_with_their_own_certificates_land_every_ackno
             ca=fleet_ca,
             silent_share=0,
         ).run()
-        until(lambda: c.landed >= res["acked"], 600)  # a loaded machine's collector may be behind
+        until(lambda: c.landed >= res["records_acked"], 600)  # a loaded machine's collector may be behind
     # no worker died; a device's trouble (on a starved machine a TLS connect that timed out, then
     # retried) is counted in errors, never the fleet's end: every device still reports, below
     assert res["workers_died"] == [], res
@@ -72,9 +72,10 @@ def test_200_devices_over_2_workers_with_their_own_certificates_land_every_ackno
     for r in recs:
         by_dev[r["device_id"]].add(r["seq"])
     assert set(by_dev) == {"sim-%04d" % i for i in range(200)}  # every device, from both workers
-    # every acknowledged record landed; "acked" counts PUBACKs, and a record acknowledged just as its
-    # device lost power can be sent again from its store and acknowledged twice (2 in ~3,900 seen)
-    assert sum(len(s) for s in by_dev.values()) >= res["acked"] * 0.999
+    # every acknowledged record landed: "records_acked" counts the telemetry records the broker
+    # acknowledged, each once ("acked" counts every PUBACK: crash records too, and a record sent
+    # again from the store after a reboot, acknowledged twice)
+    assert res["records_acked"] > 0 and sum(len(s) for s in by_dev.values()) >= res["records_acked"]
     gaps = {d: sorted(set(range(1, max(s) + 1)) - s) for d, s in by_dev.items() if len(s) != max(s)}
     assert not gaps, gaps
     log = b.log_text()
