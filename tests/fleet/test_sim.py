@@ -255,7 +255,7 @@ def test_a_fleet_wide_command_reaches_every_simulated_device_and_each_answers_on
 
     from fleetwire.host.command.operator import Operator
 
-    N = 100  # 1,000 did not all connect within 300 s on the shared 2-core machine: bench's to measure
+    N = 1000
     b = fresh_mosquitto(max_queued=100000)
     sim = Simulator(
         b.host,
