@@ -231,6 +231,12 @@ def write(spark, store, landing, out, write_table, symbols=None):
     store.write_text(storage.join(out, SEEN), json.dumps(names))
 
 
+def named(row):
+    """A crash_signatures row as a person reads it: `ZeroDivisionError in average (app.py:13-17)`
+    (its type and location, with the lines where known), else its signature."""
+    return "%s in %s" % (row["type"], row["location"]) if row.get("location") else row["signature"]
+
+
 def top(sig_rows, version, baseline=None):
     """The top signature of `version` (crash_signatures rows, as dicts), preferring one the
     baseline release does not have (a new crash) -> (row, new) or (None, False)."""

@@ -266,6 +266,12 @@ NO_LATENCY = (
 )
 
 
+def named(row):
+    from fleetwire.host.analytics.crashes import named
+
+    return named(row)
+
+
 def crashes(d, top=TOP_CRASHES):
     """The "Why boards crash" section: per release (newest first), its crash-free devices and its
     top signatures, each with a sample traceback and log tail."""
@@ -294,7 +300,7 @@ def crashes(d, top=TOP_CRASHES):
                 "<details><summary><code>%s</code>: %d devices, %d crashes</summary>"
                 "<pre>%s</pre><p class='note'>log</p><pre>%s</pre></details>"
                 % (
-                    e(row["signature"]),
+                    e(named(row)),
                     row["devices"],
                     row["crashes"],
                     e(row["sample_traceback"] or ""),

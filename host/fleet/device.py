@@ -14,6 +14,7 @@ from fleetwire.aio import AsyncClient
 from fleetwire.ramstore import RamBlocks
 from fleetwire.ring.store import RingStore
 from fleetwire.cmd import Commands
+from fleetwire.desired import State
 from fleetwire.vitals import RamState, Vitals
 
 RELEASES = ("1.4.2", "1.5.0")  # the fleet starts on the first; the rollout brings the second
@@ -100,6 +101,29 @@ class SimTarget:
         p = st.get("prev") or {}
         st["version"], st["sha"], st["prev"] = p.get("version"), p.get("sha"), None
         save()
+
+
+class SimState(State):
+    """fleetwire.desired on a simulated device: the applied document in the device's RAM (it
+    survives reboots, as state.json on a board's flash does), the report through its
+    AsyncClient (QoS 1, retained). Its "config" section's period_s sets the vitals period."""
+
+    def __init__(self, dev):
+        self.dev = dev
+        State.__init__(self, dev.id, self._publish, path="")  # no file: RAM below
+        self.doc = json.loads(dev.state_doc)
+        self.on("config", self._config)
+        self.due = True  # say what it holds, once connected
+
+    def _config(self, v):
+        if v and "period_s" in v:
+            self.dev.vitals.period_s = int(v["period_s"])
+
+    def save(self):
+        self.dev.state_doc = json.dumps(self.doc)
+
+    def _publish(self, topic, payload):
+        asyncio.get_event_loop().create_task(self.dev.client.publish(topic, payload.encode(), True, 1, False))
 
 
 class SimCommands(Commands):
@@ -265,6 +289,8 @@ class SimDevice:
         self.updater = None
         self.journal = ([], [])  # fleetwire.cmd's journal: survives reboots
         self.cmds = None
+        self.state_doc = '{"version": 0, "state": {}}'  # fleetwire.desired's state.json
+        self.desired = None
         self.subscribed = False
         self._ota_restart = False
         self._tell = False
@@ -338,13 +364,16 @@ class SimDevice:
             return "crash"
         if sim.commands:  # before connect: the commands that waited come right after CONNACK
             self.cmds = SimCommands(self)
+            self.desired = SimState(self)
             c.set_callback(self._message)
         await c.connect(clean_session=False)
         sim.boots += 1
         await self._send_crashes()
         if sim.commands:
             await c.subscribe(self.cmds.t_run, 1)
+            await c.subscribe(self.desired.t_des, 1)
             self.cmds.step()  # answers of the last boot not acknowledged
+            self.desired.step()
             self.subscribed = True  # from now on its commands wait in its session
         if sim.ota:
             await self._updates(c, v)
@@ -478,6 +507,8 @@ class SimDevice:
     def _message(self, topic, msg):
         if self.cmds is not None and self.cmds.handle(topic, msg):
             self.sim.commands_run += 1
+        elif self.desired is not None and self.desired.handle(topic, msg):
+            self.desired.step()
         elif self._ota_msg is not None:
             self._ota_msg(topic, msg)
 

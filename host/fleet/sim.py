@@ -115,7 +115,7 @@ class Simulator:
         self.hours = duration * speed / 3600
         self.rollout = rollout  # (start, end) as fractions of the run; None: no built-in rollout
         self.ota = ota  # devices take releases over MQTT (fleetwire.ota)
-        self.commands = commands  # devices take commands (fleetwire.cmd: "ping", "period")
+        self.commands = commands  # devices take commands ("ping", "period") and desired state ("config")
         self.commands_run = 0  # command messages the devices took
         # the key set each device trusts (ota/keys.json: ReleaseKeys.key_set()), as deployed
         self.release_keys = release_keys

@@ -279,14 +279,15 @@ def judge(rows, version, baseline, th, crash=None):
 
 def top_crash(signatures, version, baseline):
     """The top crash signature of `version` in the report's crash_signatures rows, a new one
-    (not on `baseline`) first -> "top new crash <signature>, N devices", or ""."""
-    from fleetwire.host.analytics.crashes import top
+    (not on `baseline`) first -> "top new crash <type> in <location>, N devices", or "". The
+    location has the lines where the build kept them or a symbol map gave them."""
+    from fleetwire.host.analytics.crashes import named, top
 
     row, new = top(list(signatures), version, baseline)
     if row is None:
         return ""
     n = int(row["devices"])
-    return "top %scrash %s, %d device%s" % ("new " if new else "", row["signature"], n, "" if n == 1 else "s")
+    return "top %scrash %s, %d device%s" % ("new " if new else "", named(row), n, "" if n == 1 else "s")
 
 
 def _hours(row):

@@ -105,7 +105,7 @@ def test_crash_records_become_tables_grouped_by_signature_and_release(spark, lan
     page = (out / "report.html").read_text()
     assert (
         "Why boards crash" in page
-        and "ZeroDivisionError in App.step (app.py)</code>: 3 devices, 4 crashes" in page
+        and "ZeroDivisionError in App.step (app.py:40-45)</code>: 3 devices, 4 crashes" in page
     )
     assert "reading 3\naveraging" in page
 
@@ -113,6 +113,7 @@ def test_crash_records_become_tables_grouped_by_signature_and_release(spark, lan
     sigs = read(out, "crash_signatures")
     top, is_new = crashes.top(sigs, new, old)
     assert (top["signature"], is_new) == ("ZeroDivisionError in App.step (app.py)", True)
+    assert crashes.named(top) == "ZeroDivisionError in App.step (app.py:40-45)"  # as the halt says it
     top, is_new = crashes.top(sigs, old, new)
     assert (top["signature"], is_new) == ("KeyError in read (sensor.py)", False)  # the same crash on both
 

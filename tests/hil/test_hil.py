@@ -135,7 +135,8 @@ def test_a_crash_in_the_app_is_recorded_reset_and_landed_once(hil_board, hil_bro
     hil_board.deploy(cfg)
     w = hil_board.watch()
     w.wait_for("main: crashed", 30)  # recorded, then the runner resets the board
-    assert wait(lambda: [m for m in hil_observer.messages if m[0] == topic], 30), w.text[-2000:]
+    # (its first boot says most: once, under load, every boot crashed with a MemoryError after it)
+    assert wait(lambda: [m for m in hil_observer.messages if m[0] == topic], 30), w.text[:4000]
     time.sleep(1.5)  # a second copy would come by now
     recs = [parse(m[1], cfg["device_id"]) for m in hil_observer.messages if m[0] == topic]
     (r,) = {(x["device_id"], x["boot_id"], x["crash_id"]): x for x in recs}.values()  # one key
