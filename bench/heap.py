@@ -58,8 +58,9 @@ PROGRAMS = (
     ("fw", "fw plain"),
     (EVERYTHING, "fw everything"),
     ("aio", "fw.aio"),
+    ("fw+v5", "fw v5"),
 )
-FEATURES = ("store", "filestore", "qos2", "reconnect", "will", "subs8", "unsub")
+FEATURES = ("store", "filestore", "qos2", "reconnect", "will", "subs8", "unsub", "v5")
 FEED = [b"m%d" % i for i in range(10)]
 ABOVE = 3  # KB above the smallest heap in which the scenario must run as well (see smallest_heap)
 

@@ -3,12 +3,15 @@
 from . import MQTTException
 
 
-class ConnectRefused(MQTTException):
-    """CONNACK refused the connection: args[0] is the return code (as in umqtt.simple's
-    MQTTException), args[1] says what it means."""
-
+class _Coded(MQTTException):
+    # args[0] a code, args[1] what it means
     def __str__(self):
         return self.args[1]
+
+
+class ConnectRefused(_Coded):
+    """CONNACK refused the connection: args[0] is the return code (as in umqtt.simple's
+    MQTTException; MQTT 5's reason code), args[1] says what it means."""
 
 
 class Timeout(MQTTException):
@@ -20,7 +23,11 @@ class NotConnected(MQTTException):
 
 
 class SubscribeRefused(MQTTException):
-    """The broker refused the subscription (SUBACK 0x80)."""
+    """The broker refused the subscription (SUBACK 0x80); in MQTT 5 args[1] is SUBACK's
+    reason code."""
+
+    def __str__(self):
+        return self.args[0]
 
 
 class QueueFull(MQTTException):
@@ -29,3 +36,13 @@ class QueueFull(MQTTException):
 
 class ProtocolError(MQTTException):
     """The broker broke MQTT 3.1.1; the connection is closed."""
+
+
+class Disconnected(_Coded):
+    """MQTT 5: the broker ended the connection with DISCONNECT: args[0] is its reason code,
+    args[1] says it (the reason's name and the broker's reason string)."""
+
+
+class PublishRefused(_Coded):
+    """MQTT 5: the broker refused a QoS 1/2 message (PUBACK or PUBREC with a reason code of
+    0x80 or more): args[0] is the code, args[1] says it. The message is done with."""
