@@ -42,12 +42,4 @@ fs_full    .             message store full: the filesystem holding %s has no ro
 rec_gone   .             stored record %d is missing
 ram_small  .             a RamStore needs at least 3 blocks of block_size bytes
 long_head  .             no memory for %d bytes to read a received packet into (up to max_packet, or a long topic whole)
-refused5   .             broker refused the connection: %s
-sub_refuse5 .            broker refused the subscription to %r: %s
-pub_refuse .             broker refused message %d: %s
-srv_disc   .             the broker ended the connection: %s
-too_big5   MQTT-3.1.2-24 a packet of %d bytes is over the broker's Maximum Packet Size (%d)
-props_cut  .             PUBLISH over max_packet, its properties cut: set max_packet
-alias_in   MQTT-3.3.2-9  Topic Alias from the broker, which was allowed none
-not_v5     §3.2.2.2      the broker answered with 3.1.1's refusal %d: it does not speak MQTT 5
 """

@@ -1,28 +1,29 @@
 # MQTT 5 for the device client, loaded only by a program that asks for it:
-#     from fleetwire.v5 import MQTTClient        (or fleetwire.MQTTClient(..., version=5))
+#     from fleetwire.v5 import MQTTClient
 # A 3.1.1 program never imports this module, and session.py and client.py hold no MQTT 5
 # code: this one overrides the few Session methods whose packets differ and hands the rest
-# to them (tests/device/test_loading.py, bench/heap.py's fw+v5 program).
+# to them (tests/device/test_loading.py; bench/heap.py's fw+v5 program). What a connection
+# does once (CONNECT, CONNACK) and the wording of errors are in v5x.py, loaded for that call
+# and let go after: a connected board holds this module and the codec's wire5 only.
 #
-# What differs on the wire, and where it is done here:
-#   CONNECT     start(): level 5 and a property block (Receive Maximum, Session Expiry,
-#               Maximum Packet Size), packed by the codec's pack5, loaded for the call.
-#   CONNACK     _handle(): a reason code and properties; the broker's Receive Maximum caps
-#               the window, its Server Keep Alive, Assigned Client Identifier, Session
-#               Expiry and Maximum Packet Size are taken for this connection.
+# What differs on the wire, and where it is done:
+#   CONNECT     start() -> v5x: level 5 and a property block (Receive Maximum, Session
+#               Expiry, Maximum Packet Size), packed by the codec's pack5.
+#   CONNACK     v5x.connack(): a reason code and properties; the broker's Receive Maximum
+#               caps the window, its Server Keep Alive, Assigned Client Identifier, Session
+#               Expiry and Maximum Packet Size hold for the connection.
 #   PUBLISH     out: wire5.put_publish (an empty property block after the packet id). In:
-#               its property block is checked (wire5), then the topic and packet id are
-#               moved up over it in the receive buffer, and the 3.1.1 path takes the packet
-#               as it stands (long messages in pieces, QoS 2, the callback), allocating
-#               nothing more than it does.
-#   SUBSCRIBE, UNSUBSCRIBE: the 3.1.1 packet with an empty property block put in after
-#               its packet id (a 3.1.1 QoS byte is MQTT 5's options byte with no option set).
-#   acks        the short forms (the most a broker sends) go to the 3.1.1 path; a longer one
-#               carries a reason code: a PUBACK or PUBREC code of 0x80 or more ends the flow
-#               as refused (on_refused(pid, code); a blocking publish raises PublishRefused).
+#               its property block checked (wire5), then its topic and packet id moved up
+#               over the block where they lie in the receive buffer, and the 3.1.1 path
+#               takes it as it stands (long messages in pieces, QoS 2, the callback).
+#   SUBSCRIBE, UNSUBSCRIBE: 3.1.1's packet with an empty property block put in after its
+#               packet id (a 3.1.1 QoS byte is MQTT 5's options byte with no option set).
+#   acks        the short forms (what a broker sends on success) go to the 3.1.1 path; a
+#               longer one carries a reason code: a PUBACK or PUBREC code of 0x80 or more
+#               ends the flow as refused (on_refused(pid, code); a blocking publish raises
+#               PublishRefused).
 #   SUBACK      a reason code per filter: a refusal keeps its code (SubscribeRefused.args[1]).
 #   DISCONNECT  from the broker: Disconnected(code, text) ends the link (on_disconnect).
-# Texts (reason names, reason strings) are made only when an error is raised.
 try:
     from micropython import const
 except ImportError:
@@ -34,19 +35,17 @@ from .codec import wire5
 from .codec.wire import CodecError
 from . import MQTTException, say
 
-# errors, by their line in reasons.TEXT
-_MALFORMED = const(20)
+# errors, by their line in reasons.TEXT (say) or v5x.TEXT (_say)
 _NO_CB = const(11)
-_STRAY_ACK = const(27)
+_MALFORMED = const(20)
 _SUBACK_CNT = const(26)
-_REFUSED5 = const(39)
-_SUB_REFUSE5 = const(40)
-_PUB_REFUSE = const(41)
-_SRV_DISC = const(42)
-_TOO_BIG5 = const(43)
-_PROPS_CUT = const(44)
-_ALIAS_IN = const(45)
-_NOT_V5 = const(46)
+_STRAY_ACK = const(27)
+_SUB_REF_5 = const(2)
+_PUB_REF_5 = const(3)
+_SRV_DISC_5 = const(4)
+_TOO_BIG_5 = const(5)
+_CUT_5 = const(6)
+_ALIAS_5 = const(7)
 
 # packet types
 _CONNACK = const(2)
@@ -62,7 +61,6 @@ _UNSUBACK = const(11)
 _DISCONNECT = const(14)
 _BY_SERVER = const(0x10)
 
-DISCONNECTED = const(0)
 CONNECTING = const(1)
 CONNECTED = const(2)
 
@@ -74,10 +72,11 @@ _S_UNSUBACK = const(4)
 
 class MQTTClient(_Client):
     """MQTTClient(client_id, server, port=0, user=None, password=None, keepalive=0, ssl=None,
-    ssl_params=None, session_expiry=None, **options): fleetwire.MQTTClient speaking MQTT 5.
-    session_expiry (seconds) is asked for in CONNECT; None asks for 3.1.1's behaviour (0 for
-    a clean session, never for a kept one); session_expiry then holds the broker's answer.
-    max_packet, when given, is advertised to the broker (Maximum Packet Size)."""
+    ssl_params=None, session_expiry=None, **options): fleetwire.MQTTClient speaking MQTT 5
+    (version=5 is accepted and changes nothing). session_expiry (seconds) is asked for in
+    CONNECT; None asks for 3.1.1's behaviour (0 for a clean session, never for a kept one);
+    once connected it holds the broker's answer. max_packet, when given, is sent to the
+    broker as the client's Maximum Packet Size."""
 
     on_refused = None  # on_refused(pid, code): a PUBACK or PUBREC refused message pid
     session_expiry = None
@@ -112,11 +111,12 @@ class MQTTClient(_Client):
             n = 3 + len(t) + (2 if qos else 0) + len(msg)
             n += 1 + (1 if n < 128 else 2 if n < 16384 else 3 if n < 2097152 else 4)
             if n > self._smax:
-                raise ValueError(say(_TOO_BIG5, n, self._smax))
+                raise ValueError(_say(_TOO_BIG_5, n, self._smax))
         self._rf = 0
         pid = _Client.publish(self, topic, msg, retain, qos, block=block)
         if block and pid and self._rf & 0xFFFF == pid:
-            raise fw.PublishRefused(self._rf >> 16, say(_PUB_REFUSE, pid, _reason(_PUBACK, self._rf >> 16)))
+            c = self._rf >> 16
+            raise fw.PublishRefused(c, _say(_PUB_REF_5, pid, (_PUBACK, c)))
         return pid
 
     def subscribe(self, topic, qos=0):
@@ -133,7 +133,7 @@ class MQTTClient(_Client):
             raise
         rc = self.sub_result(pid)
         if rc & 0x80:
-            raise fw.SubscribeRefused(say(_SUB_REFUSE5, topic, _reason(_SUBACK, rc)), rc)
+            raise fw.SubscribeRefused(_say(_SUB_REF_5, topic, (_SUBACK, rc)), rc)
         return rc
 
     def unsubscribe(self, topic):
@@ -143,65 +143,12 @@ class MQTTClient(_Client):
     # ---- the Session's methods whose packets differ in MQTT 5
 
     def start(self, now):
-        from .codec import pack5  # CONNECT's packer: held only while it packs
+        from . import v5x  # held until CONNACK
 
         try:
-            return self._start(now, pack5)
+            return v5x.start(self, now)
         finally:
-            _drop("pack5")
-
-    def _start(self, now, pack5):
-        if not self.clean_session:
-            self.need_qos2()  # the session kept may hold QoS 2 flows either way
-        if self._up_at >= 0 and not self._rn:
-            from . import renew
-
-            self._rn = renew
-        ka, mi, se, mp = self._ask
-        self.keepalive = ka
-        self.max_inflight = mi
-        self._smax = 0
-        if se is None:
-            se = 0 if self.clean_session else 0xFFFFFFFF
-        self.session_expiry = se  # unless CONNACK says otherwise
-        # Receive Maximum: what the ack queue holds (room()), so a broker never sends more
-        # QoS 1/2 messages than the board can acknowledge at once
-        p = [(0x21, len(self._fl) - len(self._sf))]
-        if se:
-            p.append((0x11, se))
-        if mp:
-            p.append((0x27, mp))
-        b = bytearray(pack5.props_size(p))
-        pack5.put_props(b, 0, 1, p)
-        w = self.will or (None, None, 0, False)
-        n = 20 + len(b) + len(self.client_id)
-        for f in (w[0], w[1], self.username, self.password):
-            if f is not None:
-                n += 2 + len(f)
-        self._fit(n)
-        self.tail = None
-        try:
-            n = pack5.pack_connect(
-                self.tx,
-                self.client_id,
-                self.clean_session,
-                ka,
-                b,
-                w[0],
-                w[1],
-                w[2],
-                w[3],
-                b"\x00",
-                self.username,
-                self.password,
-            )
-        except CodecError as e:
-            raise ValueError(str(e))
-        self.state = CONNECTING
-        self._ping_at = -1
-        self._fh = self._fc = self._rp = self._re = 0
-        self.last_in = self.last_out = now
-        return n
+            drop("pack5")
 
     def pack_qos0(self, topic, msg, retain):
         if (
@@ -224,7 +171,7 @@ class MQTTClient(_Client):
     def _put(self, s, f, dup):
         t = self._t[s]
         if t is None:
-            return Session._put(self, s, f, dup)  # a stored message: see the store (3.1.1 only)
+            return Session._put(self, s, f, dup)  # a stored message (3.1.1 only, for now)
         self._fit(len(t) + 10)
         m = self._m[s]
         n = wire5.put_publish(self.tx, t, m, f & 3, f & 4, dup, self._p[s])
@@ -250,19 +197,27 @@ class MQTTClient(_Client):
         t = first >> 4
         if t == _PUBLISH:
             return self._publish5(first, i, n)
-        if t == 13 or (t == _PUBACK or t == _PUBREC or t == _PUBREL or t == _PUBCOMP) and n == 2:
-            return Session._handle(self, first, i, n)  # the short forms: 3.1.1's
-        if self.state == CONNECTING and t != _CONNACK:
-            return Session._handle(self, first, i, n)  # (raises)
+        if t == 13 or t >= _PUBACK and t <= _PUBCOMP and n == 2 or self.state == CONNECTING and t != _CONNACK:
+            return Session._handle(self, first, i, n)  # PINGRESP, the acks' short forms (or raises)
         v = self._rmv[i : i + n]
-        if t == _CONNACK and n == 2 and 0 < v[1] < 6 and not v[0]:
-            # 3.1.1's refusal (1: unacceptable protocol version; aedes, a 3.1.1 broker)
-            self.state = DISCONNECTED
-            raise fw.ConnectRefused(0x84, say(_NOT_V5, v[1]))
+        if t == _CONNACK and self.state == CONNECTING:
+            from . import v5x
+
+            try:
+                c = v5x.connack(self, v, n)
+            finally:
+                drop("v5x")
+            self.state = CONNECTED
+            self.session_present = c
+            self._up_at = self.last_in
+            if self._rn:
+                self._rn.renew(self, c)  # what the last connection left
+            self._wake()
+            if self.on_connect:
+                self.on_connect(c)
+            return
         try:
-            if t == _CONNACK and self.state == CONNECTING:
-                c = wire5.connack(v, n)
-            elif t == _SUBACK or t == _UNSUBACK:
+            if t == _SUBACK or t == _UNSUBACK:
                 c = wire5.suback(t, v, n)
             elif t == _DISCONNECT:
                 c = wire5.reason(t, v, n)
@@ -272,20 +227,7 @@ class MQTTClient(_Client):
                 return Session._handle(self, first, i, n)  # (raises: unexpected)
         except CodecError as e:
             raise fw.ProtocolError(say(_MALFORMED, e))
-        if t == _CONNACK:
-            if c & 255:
-                self.state = DISCONNECTED
-                raise fw.ConnectRefused(c & 255, say(_REFUSED5, _reason(t, c & 255, v, 2)))
-            self._connack(v)
-            self.state = CONNECTED
-            self.session_present = c = c > 255
-            self._up_at = self.last_in
-            if self._rn:
-                self._rn.renew(self, c)
-            self._wake()
-            if self.on_connect:
-                self.on_connect(c)
-        elif t == _SUBACK or t == _UNSUBACK:
+        if t == _SUBACK or t == _UNSUBACK:
             if n - c != 1:  # one reason code per filter, and a SUBSCRIBE carries one
                 raise fw.ProtocolError(say(_SUBACK_CNT, n - c))
             if t == _SUBACK:
@@ -293,7 +235,7 @@ class MQTTClient(_Client):
             else:
                 self._acked(v[0] << 8 | v[1], _S_UNSUBACK, 0)
         elif t == _DISCONNECT:
-            raise fw.Disconnected(c, say(_SRV_DISC, _reason(t, c, v, 1)))
+            raise fw.Disconnected(c, _say(_SRV_DISC_5, (t, c, v, 1)))
         else:
             pid = c & 0xFFFF
             c >>= 16
@@ -309,24 +251,6 @@ class MQTTClient(_Client):
                 self._flow(_PUBCOMP, pid)
             else:
                 raise fw.ProtocolError(say(_STRAY_ACK, t, pid))
-
-    def _connack(self, v):
-        # what the broker's CONNACK properties say for this connection
-        k = wire5.props_start(v, 2)
-        e = wire5.props_end(v, 2)
-        while k < e:
-            p = v[k]
-            if p == 0x21:  # Receive Maximum: caps the window
-                self.max_inflight = min(self.max_inflight, wire5.u16(v, k + 1))
-            elif p == 0x13:  # Server Keep Alive
-                self.keepalive = wire5.u16(v, k + 1)
-            elif p == 0x12:  # Assigned Client Identifier: the one to come back with
-                self.client_id = bytes(v[k + 3 : k + 3 + wire5.u16(v, k + 1)])
-            elif p == 0x11:  # Session Expiry Interval: the broker's wins
-                self.session_expiry = wire5.u32(v, k + 1)
-            elif p == 0x27:  # Maximum Packet Size
-                self._smax = wire5.u32(v, k + 1)
-            k = wire5.next_prop(v, k)
 
     def _refused(self, pid, c, t):
         # PUBACK or PUBREC with a code of 0x80 or more: message pid is complete, not delivered
@@ -348,46 +272,45 @@ class MQTTClient(_Client):
         b = self._rb
         e = min(i + n, self._re)
         k = i + 2 + (b[i] << 8 | b[i + 1] if n >= 2 else 0) + (2 if first & 6 else 0)
-        if k < e:
-            try:
-                x = wire5.check_props(_PUBLISH | _BY_SERVER, b, k, e)
-            except CodecError as err:
-                if i + n <= e:
-                    raise fw.ProtocolError(say(_MALFORMED, err))
-                raise fw.ProtocolError(say(_PROPS_CUT))
-            d = x - k
-            if d > 1 and wire5.prop(b, k, 0x23) >= 0:  # Topic Alias Maximum is 0 (none asked)
-                raise fw.ProtocolError(say(_ALIAS_IN))
-            m = self._rmv
-            m[i + d : k + d] = m[i:k]
-            i += d
-            n -= d
-        elif k >= i + n:
+        if k >= i + n:
             raise fw.ProtocolError(say(_MALFORMED, "PUBLISH without its property length"))
-        else:
-            raise fw.ProtocolError(say(_PROPS_CUT))
-        Session._publish_in(self, first, i, n)
+        if k >= e:
+            raise fw.ProtocolError(_say(_CUT_5))
+        try:
+            x = wire5.check_props(_PUBLISH | _BY_SERVER, b, k, e)
+        except CodecError as err:
+            if i + n <= e:
+                raise fw.ProtocolError(say(_MALFORMED, err))
+            raise fw.ProtocolError(_say(_CUT_5))
+        d = x - k
+        if d > 1 and wire5.prop(b, k, 0x23) >= 0:  # Topic Alias Maximum is 0 (none asked)
+            raise fw.ProtocolError(_say(_ALIAS_5))
+        m = self._rmv
+        m[i + d : k + d] = m[i:k]
+        Session._publish_in(self, first, i + d, n - d)
 
 
-def _drop(name):
-    # a codec module used for one call, let go (its names stay interned: about 250 bytes)
-    import sys
-    from . import codec
+def _say(key, *values):
+    # an MQTT 5 error's text (v5x.TEXT): a reason code's name and reason string are passed
+    # as a tuple (type, code[, body, offset])
+    from . import v5x
 
-    sys.modules.pop(codec.__name__ + "." + name, None)
     try:
-        delattr(codec, name)
+        return v5x.word(key, *(v5x.reason(*v) if type(v) is tuple else v for v in values))
+    finally:
+        drop("v5x")
+
+
+def drop(name):
+    """Let go of fleetwire.NAME or fleetwire.codec.NAME, loaded for one call (the names it
+    interned stay: about 250 bytes for the codec's pack5)."""
+    import sys
+
+    p = __import__(__name__.rpartition(".")[0], None, None, ["_"])
+    if name[-1] == "5":
+        p = p.codec
+    sys.modules.pop(p.__name__ + "." + name, None)
+    try:
+        delattr(p, name)
     except AttributeError:
         pass
-
-
-def _reason(t, c, b=None, k=0):
-    # "name (0xNN)", and the broker's Reason String when the properties at b[k] carry one
-    from .codec.reasons5 import reason_name
-
-    r = "%s (reason code 0x%02x)" % (reason_name(c, t), c)
-    if b is not None and k < len(b):
-        s = wire5.prop(b, k, 0x1F)
-        if s >= 0:
-            r += ': "%s"' % str(bytes(b[s + 2 : s + 2 + wire5.u16(b, s)]), "utf-8")
-    return r

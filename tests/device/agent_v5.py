@@ -26,4 +26,12 @@ def run(cmd, c, drive):
             "client_id": c.client_id.decode(),
             "max_packet": c._smax,
         }
+    if op == "v5_sub":
+        # a subscription the broker may refuse -> its code (SubscribeRefused.args[1])
+        from fleetwire import SubscribeRefused
+
+        try:
+            return {"rc": c.subscribe(cmd["topic"], cmd.get("qos", 0))}
+        except SubscribeRefused as e:
+            return {"refused": e.args[1], "error": str(e)}
     raise ValueError("unknown op " + op)

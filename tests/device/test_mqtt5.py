@@ -51,3 +51,88 @@ def test_a_broker_that_does_not_speak_mqtt_5_says_so(device, broker_pool):
     r = d.try_call("connect")
     assert not r["ok"]
     assert r["error"].startswith("ConnectRefused: ") and "does not speak MQTT 5" in r["error"], r
+
+
+def test_a_refused_connect_says_the_brokers_reason(device, fresh_mosquitto):
+    b = fresh_mosquitto(allow_anonymous=False)
+    d = device()
+    d.call("init", v5=1, id=d.client_id, host=b.host, port=b.port)
+    r = d.try_call("connect")
+    assert r["error"] == (
+        "ConnectRefused: broker refused the connection: Not authorized (reason code 0x87)"
+    ), r
+
+
+def test_a_refused_subscribe_is_subscribe_refused_with_its_code(device, broker_pool):
+    b = broker_pool("mosquitto")  # its dynamic-security plugin refuses DENIED_PREFIX
+    d = v5(device, b)
+    r = d.call("v5_sub", topic=b.DENIED_PREFIX + "v5", qos=1)
+    assert r["refused"] == 0x87, r
+    assert r["error"] == "broker refused the subscription to %r: Not authorized (reason code 0x87)" % (
+        b.DENIED_PREFIX + "v5"
+    )
+    assert d.call("v5_sub", topic="fw5/allowed", qos=1)["rc"] == 1  # the link is still up
+
+
+def test_a_broker_disconnect_reaches_on_disconnect_with_its_reason(device, fresh_mosquitto):
+    # a broker without retained messages ends the link of a client that publishes one, and
+    # tells it why (the client does not yet honour Retain Available itself)
+    b = fresh_mosquitto(extra_config="retain_available false")
+    d = v5(device, b)
+    d.call("pub", topic="fw5/retained", msg="r", retain=True, block=False)
+    why = "the broker ended the connection: Retain not supported (reason code 0x9a)"
+    r = d.try_call("until_lost", ms=5000)  # the loop raises it: no reconnect=True
+    assert r["error"] == "Disconnected: " + why, r
+    assert d.call("events")["events"][-1] == "lost: " + why
+
+
+def test_the_brokers_connack_sets_window_keepalive_and_packet_size_for_the_connection(
+    device, fresh_mosquitto
+):
+    # Receive Maximum caps the window, Server Keep Alive replaces the client's, Maximum
+    # Packet Size bounds what the client sends
+    b = fresh_mosquitto(max_inflight=3, extra_config="max_keepalive 10\nmax_packet_size 300")
+    d = v5(device, b, keepalive=60, max_inflight=8, queue_size=16)
+    st = d.call("v5_state")
+    assert (st["max_inflight"], st["keepalive"], st["max_packet"]) == (3, 10, 300), st
+    r = d.try_call("pub", topic="fw5/big", msg="x" * 300, qos=1)
+    assert r["error"].startswith("ValueError: a packet of 315 bytes is over the broker's Maximum Packet"), r
+    d.call("pub", topic="fw5/big", msg="x" * 200, qos=1)  # under it: sent
+    # the window stays within 3: 20 QoS 1 messages without blocking all complete
+    for i in range(20):
+        d.call("pub", topic="fw5/window", msg="m%d" % i, qos=1, block=False)
+    assert d.call("settle")["pending"] == 0
+
+
+def test_an_empty_client_id_takes_the_one_the_broker_assigns(device, mosquitto):
+    d = device()
+    d.call("init", v5=1, id="", host=mosquitto.host, port=mosquitto.port)
+    d.call("connect")
+    assert d.call("v5_state")["client_id"].startswith("auto-")
+
+
+def test_a_kept_session_lasts_as_long_as_session_expiry_asks(device, mosquitto, observer):
+    # session_expiry goes in CONNECT: with 60 s the broker keeps the session (and a QoS 1
+    # message for it) across a disconnect; with 0 it forgets it at once
+    d = v5(device, mosquitto, clean=False, client_id="fw5-expiry", session_expiry=60)
+    assert d.call("v5_state")["session_expiry"] == 60
+    d.call("sub", topic="fw5/expiry", qos=1)
+    d.call("disconnect")
+    observer.publish("fw5/expiry", b"kept", qos=1)
+    assert d.call("connect", clean=False)["present"] == 1
+    assert [m[1] for m in d.call("recv", n=1)["msgs"]] == ["kept"]
+    d.call("disconnect")
+    d2 = v5(device, mosquitto, clean=False, client_id="fw5-expiry0", session_expiry=0)
+    d2.call("sub", topic="fw5/expiry0", qos=1)
+    d2.call("disconnect")
+    assert d2.call("connect", clean=False)["present"] == 0
+
+
+def test_max_packet_is_advertised_when_the_program_sets_it(device, mosquitto, observer):
+    # Maximum Packet Size: the broker sends nothing longer (MQTT 5 lets it drop such a message
+    # for this client, silently), so it is sent only when the program asks for it
+    d = v5(device, mosquitto, max_packet=200)
+    d.call("sub", topic="fw5/max", qos=1)
+    observer.publish("fw5/max", b"y" * 300, qos=1)
+    observer.publish("fw5/max", b"small", qos=1)
+    assert [m[1] for m in d.call("recv", n=2, ms=1500)["msgs"]] == ["small"]

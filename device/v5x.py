@@ -1,0 +1,137 @@
+# MQTT 5's rare work, beside v5.py (the client's resident part): CONNECT and CONNACK, once a
+# connection, and the wording of MQTT 5's errors. v5.py loads this module for the call that
+# needs it and lets it go after (v5.drop), so a connected board holds none of it; the codec's
+# pack5 likewise, for CONNECT only.
+try:
+    from micropython import const
+except ImportError:
+    from .cpython import const
+
+from .session import fw
+from . import say
+from .codec import wire5
+from .codec.wire import CodecError
+
+DISCONNECTED = const(0)
+CONNECTING = const(1)
+CONNECTED = const(2)
+
+_CONNACK = const(2)
+_MALFORMED = const(20)
+_REFUSED_5 = const(1)
+_NOT_V5 = const(8)
+
+# The texts of MQTT 5's errors, as reasons.TEXT (the codec's reasons.text() formats them):
+# key, rule ("." for none), message
+TEXT = """
+refused_5  .             broker refused the connection: %s
+sub_ref_5  .             broker refused the subscription to %r: %s
+pub_ref_5  .             broker refused message %d: %s
+srv_disc_5 .             the broker ended the connection: %s
+too_big_5  MQTT-3.1.2-24 a packet of %d bytes is over the broker's Maximum Packet Size (%d)
+cut_5      .             a PUBLISH over max_packet, its properties cut off by a read: set max_packet
+alias_5    MQTT-3.3.2-9  a Topic Alias from the broker, which was allowed none (Topic Alias Maximum 0)
+not_v5     §3.2.2.2      the broker answered with 3.1.1's refusal %d: it does not speak MQTT 5
+"""
+
+
+def word(key, *values):
+    """The text of MQTT 5 error `key` (line `key` of TEXT), as reasons.text() words one; here
+    so that wording one loads no 3 KB table beside this one."""
+    line = TEXT.split("\n")[key].split(None, 2)
+    m = line[2] % values
+    return m if line[1] == "." else m + " [" + line[1] + "]"
+
+
+def reason(t, c, b=None, k=0):
+    """Reason code c of packet type t, worded: its name, and the broker's Reason String when
+    the property block at b[k] carries one."""
+    try:
+        from .codec.codes5 import reason_name
+
+        r = "%s (reason code 0x%02x)" % (reason_name(c, t), c)
+    except MemoryError:
+        r = "reason code 0x%02x" % c
+    if b is not None and k < len(b):
+        s = wire5.prop(b, k, 0x1F)
+        if s >= 0:
+            r += ': "%s"' % str(bytes(b[s + 2 : s + 2 + wire5.u16(b, s)]), "utf-8")
+    return r
+
+
+def start(s, now):
+    """Session.start() in MQTT 5: CONNECT into s.tx -> its length."""
+    if not s.clean_session:
+        s.need_qos2()  # the session kept may hold QoS 2 flows either way
+    if s._up_at >= 0 and not s._rn:
+        from . import renew
+
+        s._rn = renew
+    ka, mi, se, mp = s._ask
+    s.keepalive = ka
+    s.max_inflight = mi
+    s._smax = 0
+    if se is None:
+        se = 0 if s.clean_session else 0xFFFFFFFF
+    s.session_expiry = se  # unless CONNACK says otherwise
+    from .codec import pack5
+
+    # Receive Maximum: what the ack queue holds (room()), so a broker never sends more
+    # QoS 1/2 messages than the board can acknowledge at once
+    p = [(0x21, len(s._fl) - len(s._sf))]
+    if se:
+        p.append((0x11, se))
+    if mp:
+        p.append((0x27, mp))
+    b = bytearray(pack5.props_size(p))
+    w = s.will or (None, None, 0, False)
+    n = 20 + len(b) + len(s.client_id)
+    for f in (w[0], w[1], s.username, s.password):
+        if f is not None:
+            n += 2 + len(f)
+    s._fit(n)
+    s.tail = None
+    try:
+        pack5.put_props(b, 0, 1, p)
+        n = pack5.pack_connect(
+            s.tx, s.client_id, s.clean_session, ka, b, w[0], w[1], w[2], w[3], b"\x00", s.username, s.password
+        )
+    except CodecError as e:
+        raise ValueError(str(e))
+    s.state = CONNECTING
+    s._ping_at = -1
+    s._fh = s._fc = s._rp = s._re = 0
+    s.last_in = s.last_out = now
+    return n
+
+
+def connack(s, v, n):
+    """The CONNACK body v (n bytes) for session s: the session is up, or ConnectRefused."""
+    if n == 2 and 0 < v[1] < 6 and not v[0]:
+        # 3.1.1's refusal (1: unacceptable protocol version): a 3.1.1 broker (aedes)
+        s.state = DISCONNECTED
+        raise fw.ConnectRefused(0x84, word(_NOT_V5, v[1]))
+    try:
+        c = wire5.connack(v, n)
+    except CodecError as e:
+        raise fw.ProtocolError(say(_MALFORMED, e))
+    if c & 255:
+        s.state = DISCONNECTED
+        raise fw.ConnectRefused(c & 255, word(_REFUSED_5, reason(_CONNACK, c & 255, v, 2)))
+    # what the broker's properties say for this connection
+    k = wire5.props_start(v, 2)
+    e = wire5.props_end(v, 2)
+    while k < e:
+        p = v[k]
+        if p == 0x21:  # Receive Maximum: caps the window
+            s.max_inflight = min(s.max_inflight, wire5.u16(v, k + 1))
+        elif p == 0x13:  # Server Keep Alive
+            s.keepalive = wire5.u16(v, k + 1)
+        elif p == 0x12:  # Assigned Client Identifier: the one to come back with
+            s.client_id = bytes(v[k + 3 : k + 3 + wire5.u16(v, k + 1)])
+        elif p == 0x11:  # Session Expiry Interval: the broker's wins
+            s.session_expiry = wire5.u32(v, k + 1)
+        elif p == 0x27:  # Maximum Packet Size
+            s._smax = wire5.u32(v, k + 1)
+        k = wire5.next_prop(v, k)
+    return c > 255  # session present
