@@ -136,3 +136,42 @@ def test_max_packet_is_advertised_when_the_program_sets_it(device, mosquitto, ob
     observer.publish("fw5/max", b"y" * 300, qos=1)
     observer.publish("fw5/max", b"small", qos=1)
     assert [m[1] for m in d.call("recv", n=2, ms=1500)["msgs"]] == ["small"]
+
+
+def test_a_refused_publish_reaches_the_program_with_its_reason(device, fresh_mosquitto, tmp_path):
+    # mosquitto answers a message its ACL denies with PUBACK or PUBREC 0x87: a blocking
+    # publish raises PublishRefused, on_refused(pid, code) tells the others; 0x10 (no
+    # subscriber) is a success
+    acl = tmp_path / "acl"
+    acl.write_text("topic readwrite fw5/#\n")
+    b = fresh_mosquitto(extra_config="acl_file %s" % acl)
+    d = v5(device, b)
+    assert d.call("pub", topic="fw5/nobody", msg="ok", qos=1)["pid"] == 1
+    for qos in (1, 2):
+        r = d.try_call("pub", topic="other/denied", msg="no", qos=qos)
+        assert r["error"] == (
+            "PublishRefused: broker refused message %d: Not authorized (reason code 0x87)" % (qos + 1)
+        ), r
+    pid = d.call("pub", topic="other/denied", msg="no", qos=1, block=False)["pid"]
+    assert d.call("settle")["pending"] == 0
+    assert d.call("events")["events"][-1] == "refused: %d 0x87" % pid
+    assert d.call("pub", topic="fw5/nobody", msg="still up", qos=2)["pid"]
+
+
+def test_the_broker_sends_no_more_unacknowledged_messages_than_the_client_advertises(
+    device, make_proxy, observer
+):
+    # Receive Maximum in CONNECT is what the client's ack queue holds (8): with its acks held
+    # up on the way, the broker stops at 8 messages in flight, then sends the rest as they come
+    p = make_proxy()
+    d = device()
+    d.call("init", v5=1, id=d.client_id, host="127.0.0.1", port=p.port, keepalive=0)
+    d.call("connect")
+    d.call("sub", topic="fw5/window/in", qos=1)
+    p.delay(3000, "up")
+    for i in range(20):
+        observer.publish("fw5/window/in", b"%02d" % i, qos=1)
+    got = d.call("recv", n=20, ms=1500)["msgs"]
+    assert len(got) == 8, got
+    got += d.call("recv", n=12, ms=15000)["msgs"]
+    assert [m[1] for m in got] == ["%02d" % i for i in range(20)]
