@@ -97,9 +97,7 @@ class MQTTClient(_Client):
         version=5,
         **options,
     ):
-        # (a password without a user name is MQTT 5's to allow: set after 3.1.1's check)
-        _Client.__init__(self, client_id, server, port, user, None, keepalive, ssl, ssl_params, **options)
-        self.password = password.encode() if isinstance(password, str) else password
+        _Client.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params, **options)
         # what the program asked for; a CONNACK may change them for its connection
         self._ask = (keepalive, self.max_inflight, session_expiry, options.get("max_packet", 0))
 
@@ -145,10 +143,7 @@ class MQTTClient(_Client):
     def start(self, now):
         from . import v5x  # held until CONNACK
 
-        try:
-            return v5x.start(self, now)
-        finally:
-            drop("pack5")
+        return v5x.start(self, now)
 
     def pack_qos0(self, topic, msg, retain):
         if (

@@ -9,7 +9,7 @@ except ImportError:
 
 from .session import fw
 from . import say
-from .codec import wire5
+from .codec import wire, wire5
 from .codec.wire import CodecError
 
 DISCONNECTED = const(0)
@@ -74,35 +74,50 @@ def start(s, now):
     if se is None:
         se = 0 if s.clean_session else 0xFFFFFFFF
     s.session_expiry = se  # unless CONNACK says otherwise
-    from .codec import pack5
-
-    # Receive Maximum: what the ack queue holds (room()), so a broker never sends more
-    # QoS 1/2 messages than the board can acknowledge at once
-    p = [(0x21, len(s._fl) - len(s._sf))]
+    # The property block: Receive Maximum, what the ack queue holds (room()), so a broker
+    # never sends more QoS 1/2 messages than the board can acknowledge at once
+    p = bytearray(b"\x03\x21") + (len(s._fl) - len(s._sf)).to_bytes(2, "big")
     if se:
-        p.append((0x11, se))
+        p += b"\x11" + se.to_bytes(4, "big")
     if mp:
-        p.append((0x27, mp))
-    b = bytearray(pack5.props_size(p))
+        p += b"\x27" + mp.to_bytes(4, "big")
+    p[0] = len(p) - 1
+    wire5.check_props(0x21, p, 0, len(p))  # CONNECT, the client's (a value out of range)
     w = s.will or (None, None, 0, False)
-    n = 20 + len(b) + len(s.client_id)
+    n = 20 + len(p) + len(s.client_id)
     for f in (w[0], w[1], s.username, s.password):
         if f is not None:
             n += 2 + len(f)
     s._fit(n)
     s.tail = None
+    tx = s.tx
+    # 3.1.1's CONNECT at level 5 (its checks are the codec's), then MQTT 5's: the property
+    # block after the keep alive, and the will's (empty) before the will topic
     try:
-        pack5.put_props(b, 0, 1, p)
-        n = pack5.pack_connect(
-            s.tx, s.client_id, s.clean_session, ka, b, w[0], w[1], w[2], w[3], b"\x00", s.username, s.password
+        n = wire.pack_connect(
+            tx, s.client_id, s.clean_session, ka, w[0], w[1], w[2], w[3], s.username, s.password, b"MQTT", 5
         )
     except CodecError as e:
         raise ValueError(str(e))
+    k = 2 if tx[1] < 128 else 3 if tx[2] < 128 else 4
+    b = bytes(tx[k:n])
+    c = 12 + len(s.client_id)  # the end of the client identifier in b
+    w = 1 if b[7] & 4 else 0
+    i = wire.header(tx, 0x10, len(b) + len(p) + w)
+    tx[i : i + 10] = b[:10]
+    tx[i + 10 : i + 10 + len(p)] = p
+    i += 10 + len(p)
+    tx[i : i + c - 10] = b[10:c]
+    i += c - 10
+    if w:
+        tx[i] = 0
+        i += 1
+    tx[i : i + len(b) - c] = b[c:]
     s.state = CONNECTING
     s._ping_at = -1
     s._fh = s._fc = s._rp = s._re = 0
     s.last_in = s.last_out = now
-    return n
+    return i + len(b) - c
 
 
 def connack(s, v, n):
