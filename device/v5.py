@@ -1,5 +1,5 @@
 # MQTT 5 for the device client, loaded only by a program that asks for it:
-#     from fleetwire.v5 import MQTTClient
+#     from fleetwire.v5 import MQTTClient        (fleetwire.aio5.AsyncClient for asyncio)
 # A 3.1.1 program never imports this module, and session.py and client.py hold no MQTT 5
 # code: this one overrides the few Session methods whose packets differ and hands the rest
 # to them (tests/device/test_loading.py; bench/heap.py's fw+v5 program). What a connection
@@ -29,14 +29,12 @@ try:
 except ImportError:
     from .cpython import const
 
-from .client import MQTTClient as _Client
 from .session import Session, fw
 from .codec import wire5
 from .codec.wire import CodecError
-from . import MQTTException, say
+from . import say
 
-# errors, by their line in reasons.TEXT (say) or v5x.TEXT (_say)
-_NO_CB = const(11)
+# errors, by their line in reasons.TEXT (say) or v5x.TEXT (word)
 _MALFORMED = const(20)
 _SUBACK_CNT = const(26)
 _STRAY_ACK = const(27)
@@ -70,75 +68,40 @@ _S_SUBACK = const(2)
 _S_UNSUBACK = const(4)
 
 
-class MQTTClient(_Client):
-    """MQTTClient(client_id, server, port=0, user=None, password=None, keepalive=0, ssl=None,
-    ssl_params=None, session_expiry=None, **options): fleetwire.MQTTClient speaking MQTT 5
-    (version=5 is accepted and changes nothing). session_expiry (seconds) is asked for in
-    CONNECT; None asks for 3.1.1's behaviour (0 for a clean session, never for a kept one);
-    once connected it holds the broker's answer. max_packet, when given, is sent to the
-    broker as the client's Maximum Packet Size."""
+class Session5:
+    """The Session's methods whose packets differ in MQTT 5, for a front to put before its
+    own class: MQTTClient here, AsyncClient in aio5.py."""
 
     on_refused = None  # on_refused(pid, code): a PUBACK or PUBREC refused message pid
     session_expiry = None
     _smax = 0  # the broker's Maximum Packet Size, 0: none
-    _rf = 0  # the last message refused: its pid | its reason code << 16
+    _rf = 0  # the last message or subscription refused: its pid | its reason code << 16
 
-    def __init__(
-        self,
-        client_id,
-        server,
-        port=0,
-        user=None,
-        password=None,
-        keepalive=0,
-        ssl=None,
-        ssl_params=None,
-        session_expiry=None,
-        version=5,
-        **options,
-    ):
-        _Client.__init__(self, client_id, server, port, user, password, keepalive, ssl, ssl_params, **options)
+    def _asked(self, keepalive, session_expiry, options):
         # what the program asked for; a CONNACK may change them for its connection
         self._ask = (keepalive, self.max_inflight, session_expiry, options.get("max_packet", 0))
 
-    # ---- the program's calls
-
-    def publish(self, topic, msg, retain=False, qos=0, *, block=True):
-        if self._smax:  # the broker's limit: a packet over it must not be sent (MQTT-3.1.2-24)
+    def _fits(self, topic, msg, qos):
+        # a publish: within the broker's Maximum Packet Size (MQTT-3.1.2-24), and no refusal yet
+        self._rf = 0
+        if self._smax:
             t = topic.encode() if isinstance(topic, str) else topic
             n = 3 + len(t) + (2 if qos else 0) + len(msg)
             n += 1 + (1 if n < 128 else 2 if n < 16384 else 3 if n < 2097152 else 4)
             if n > self._smax:
-                raise ValueError(_say(_TOO_BIG_5, n, self._smax))
-        self._rf = 0
-        pid = _Client.publish(self, topic, msg, retain, qos, block=block)
-        if block and pid and self._rf & 0xFFFF == pid:
+                raise ValueError(word(_TOO_BIG_5, n, self._smax))
+
+    def _done(self, pid):
+        # a publish that waited: pid, or PublishRefused if the broker refused it
+        if pid and self._rf & 0xFFFF == pid:
             c = self._rf >> 16
-            raise fw.PublishRefused(c, _say(_PUB_REF_5, pid, (_PUBACK, c)))
+            raise fw.PublishRefused(c, word(_PUB_REF_5, pid, (_PUBACK, c)))
         return pid
 
-    def subscribe(self, topic, qos=0):
-        """Subscribe and wait for SUBACK -> the QoS granted; SubscribeRefused (args[1]: the
-        reason code) if refused."""
-        if self.cb is None:
-            raise MQTTException(say(_NO_CB))
-        self._fit(len(topic) + 12)  # (room for the property block)
-        pid = Session.subscribe(self, topic, qos)
-        try:
-            self._wait(4, pid, self.timeout_ms)
-        except Exception:
-            self.forget(pid)  # it failed and the program knows: not made again behind its back
-            raise
-        rc = self.sub_result(pid)
-        if rc & 0x80:
-            raise fw.SubscribeRefused(_say(_SUB_REF_5, topic, (_SUBACK, rc)), rc)
-        return rc
-
-    def unsubscribe(self, topic):
-        self._fit(len(topic) + 12)
-        _Client.unsubscribe(self, topic)
-
-    # ---- the Session's methods whose packets differ in MQTT 5
+    def _sub_refused(self, topic):
+        # the SubscribeRefused of a refused subscription, with its reason code
+        c = self._rf >> 16
+        return fw.SubscribeRefused(word(_SUB_REF_5, topic, (_SUBACK, c)), c)
 
     def start(self, now):
         from . import v5x  # held until CONNACK
@@ -181,6 +144,8 @@ class MQTTClient(_Client):
             # 3.1.1's SUBSCRIBE or UNSUBSCRIBE: an empty property block after the packet id
             k = 2 if tx[1] < 128 else 3 if tx[2] < 128 else 4
             body = bytes(tx[k:n])
+            self._fit(n + 2)  # (a long filter: grown once, as the 3.1.1 client does)
+            tx = self.tx
             i = wire5.wire.header(tx, tx[0], n - k + 1)
             tx[i : i + 2] = body[:2]
             tx[i + 2] = 0
@@ -191,7 +156,28 @@ class MQTTClient(_Client):
     def _handle(self, first, i, n):
         t = first >> 4
         if t == _PUBLISH:
-            return self._publish5(first, i, n)
+            # an MQTT 5 PUBLISH made a 3.1.1 one where it lies: its properties checked, then
+            # its topic and packet id moved up over them (Session.received has them in _rb)
+            b = self._rb
+            e = min(i + n, self._re)
+            k = i + 2 + (b[i] << 8 | b[i + 1] if n >= 2 else 0) + (2 if first & 6 else 0)
+            if k >= i + n:
+                raise fw.ProtocolError(say(_MALFORMED, "PUBLISH without its property length"))
+            if k >= e:
+                raise fw.ProtocolError(word(_CUT_5))
+            try:
+                x = wire5.check_props(_PUBLISH | _BY_SERVER, b, k, e)
+            except CodecError as err:
+                if i + n <= e:
+                    raise fw.ProtocolError(say(_MALFORMED, err))
+                raise fw.ProtocolError(word(_CUT_5))
+            d = x - k
+            if d > 1 and wire5.prop(b, k, 0x23) >= 0:  # Topic Alias Maximum is 0 (none asked)
+                raise fw.ProtocolError(word(_ALIAS_5))
+            m = self._rmv
+            m[i + d : k + d] = m[i:k]
+            Session._publish_in(self, first, i + d, n - d)
+            return
         if t == 13 or t >= _PUBACK and t <= _PUBCOMP and n == 2 or self.state == CONNECTING and t != _CONNACK:
             return Session._handle(self, first, i, n)  # PINGRESP, the acks' short forms (or raises)
         v = self._rmv[i : i + n]
@@ -226,16 +212,27 @@ class MQTTClient(_Client):
             if n - c != 1:  # one reason code per filter, and a SUBSCRIBE carries one
                 raise fw.ProtocolError(say(_SUBACK_CNT, n - c))
             if t == _SUBACK:
+                self._rf = v[0] << 8 | v[1] | v[c] << 16
                 self._acked(v[0] << 8 | v[1], _S_SUBACK, v[c])
             else:
                 self._acked(v[0] << 8 | v[1], _S_UNSUBACK, 0)
         elif t == _DISCONNECT:
-            raise fw.Disconnected(c, _say(_SRV_DISC_5, (t, c, v, 1)))
+            raise fw.Disconnected(c, word(_SRV_DISC_5, (t, c, v, 1)))
         else:
             pid = c & 0xFFFF
             c >>= 16
             if c > 127 and t < _PUBREL:  # the broker refused the message: its flow ends
-                self._refused(pid, c, t)
+                for k in range(self._n):
+                    s = self._slot(k)
+                    if self._p[s] == pid and self._f[s] & _STATE == _WRITTEN:
+                        self._release(s)
+                        self._advance()
+                        self._rf = pid | c << 16
+                        self._wake()
+                        if self.on_refused:
+                            self.on_refused(pid, c)
+                        return
+                raise fw.ProtocolError(say(_STRAY_ACK, t, pid))
             elif t == _PUBACK:
                 self._complete(pid, t)
             elif self._q2:
@@ -247,51 +244,32 @@ class MQTTClient(_Client):
             else:
                 raise fw.ProtocolError(say(_STRAY_ACK, t, pid))
 
-    def _refused(self, pid, c, t):
-        # PUBACK or PUBREC with a code of 0x80 or more: message pid is complete, not delivered
-        for k in range(self._n):
-            s = self._slot(k)
-            if self._p[s] == pid and self._f[s] & _STATE == _WRITTEN:
-                self._release(s)
-                self._advance()
-                self._rf = pid | c << 16
-                self._wake()
-                if self.on_refused:
-                    self.on_refused(pid, c)
-                return
-        raise fw.ProtocolError(say(_STRAY_ACK, t, pid))
 
-    def _publish5(self, first, i, n):
-        # An MQTT 5 PUBLISH made a 3.1.1 one where it lies: its properties checked, then its
-        # topic and packet id moved up over them (Session.received has them all in _rb)
-        b = self._rb
-        e = min(i + n, self._re)
-        k = i + 2 + (b[i] << 8 | b[i + 1] if n >= 2 else 0) + (2 if first & 6 else 0)
-        if k >= i + n:
-            raise fw.ProtocolError(say(_MALFORMED, "PUBLISH without its property length"))
-        if k >= e:
-            raise fw.ProtocolError(_say(_CUT_5))
-        try:
-            x = wire5.check_props(_PUBLISH | _BY_SERVER, b, k, e)
-        except CodecError as err:
-            if i + n <= e:
-                raise fw.ProtocolError(say(_MALFORMED, err))
-            raise fw.ProtocolError(_say(_CUT_5))
-        d = x - k
-        if d > 1 and wire5.prop(b, k, 0x23) >= 0:  # Topic Alias Maximum is 0 (none asked)
-            raise fw.ProtocolError(_say(_ALIAS_5))
-        m = self._rmv
-        m[i + d : k + d] = m[i:k]
-        Session._publish_in(self, first, i + d, n - d)
+def word(key, *values):
+    # an MQTT 5 error's text (v5x.TEXT). A reason code is passed as a tuple (type, code[, body,
+    # offset of its properties]) and worded first: its name (the codec's codes5) and the
+    # broker's Reason String; then the text. Each module is let go before the next loads.
+    v = []
+    for x in values:
+        if type(x) is tuple:
+            t, c = x[0], x[1]
+            try:
+                from .codec.codes5 import reason_name
 
-
-def _say(key, *values):
-    # an MQTT 5 error's text (v5x.TEXT): a reason code's name and reason string are passed
-    # as a tuple (type, code[, body, offset])
+                r = "%s (reason code 0x%02x)" % (reason_name(c, t), c)
+            except MemoryError:
+                r = "reason code 0x%02x" % c
+            drop("codes5")
+            if len(x) > 2 and x[3] < len(x[2]):
+                k = wire5.prop(x[2], x[3], 0x1F)
+                if k >= 0:
+                    r += ': "%s"' % str(bytes(x[2][k + 2 : k + 2 + wire5.u16(x[2], k)]), "utf-8")
+            x = r
+        v.append(x)
     from . import v5x
 
     try:
-        return v5x.word(key, *(v5x.reason(*v) if type(v) is tuple else v for v in values))
+        return v5x.word(key, *v)
     finally:
         drop("v5x")
 
@@ -302,10 +280,63 @@ def drop(name):
     import sys
 
     p = __import__(__name__.rpartition(".")[0], None, None, ["_"])
-    if name[-1] == "5":
+    if name != "v5x":
         p = p.codec
     sys.modules.pop(p.__name__ + "." + name, None)
     try:
         delattr(p, name)
-    except AttributeError:
+    except Exception:  # (gone already: MicroPython says KeyError)
         pass
+
+
+def __getattr__(name):
+    # MQTTClient, made on first use: an asyncio program (aio5.py) takes Session5 from here
+    # and loads no client.py
+    if name != "MQTTClient":
+        raise AttributeError(name)
+    from . import client
+
+    class MQTTClient(Session5, client.MQTTClient):
+        """MQTTClient(client_id, server, port=0, user=None, password=None, keepalive=0, ssl=None,
+        ssl_params=None, session_expiry=None, **options): fleetwire.MQTTClient speaking MQTT 5
+        (version=5 is accepted and changes nothing). session_expiry (seconds) is asked for in
+        CONNECT; None asks for 3.1.1's behaviour (0 for a clean session, never for a kept one);
+        once connected it holds the broker's answer. max_packet, when given, is sent to the
+        broker as the client's Maximum Packet Size."""
+
+        def __init__(
+            self,
+            client_id,
+            server,
+            port=0,
+            user=None,
+            password=None,
+            keepalive=0,
+            ssl=None,
+            ssl_params=None,
+            session_expiry=None,
+            version=5,
+            **options,
+        ):
+            client.MQTTClient.__init__(
+                self, client_id, server, port, user, password, keepalive, ssl, ssl_params, **options
+            )
+            self._asked(keepalive, session_expiry, options)
+
+        def publish(self, topic, msg, retain=False, qos=0, *, block=True):
+            """As fleetwire.MQTTClient's; a blocking QoS 1/2 publish raises PublishRefused if the
+            broker refuses the message (block=False: on_refused(pid, code) says so)."""
+            self._fits(topic, msg, qos)
+            pid = client.MQTTClient.publish(self, topic, msg, retain, qos, block=block)
+            return self._done(pid) if block else pid
+
+        def subscribe(self, topic, qos=0):
+            """Subscribe and wait for SUBACK -> the QoS granted; SubscribeRefused (args[1]: the
+            reason code) if refused."""
+            try:
+                return client.MQTTClient.subscribe(self, topic, qos)
+            except fw.SubscribeRefused:
+                raise self._sub_refused(topic)
+
+    globals()[name] = MQTTClient
+    return MQTTClient

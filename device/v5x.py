@@ -9,6 +9,7 @@ except ImportError:
 
 from .session import fw
 from . import say
+from .v5 import word as refused
 from .codec import wire, wire5
 from .codec.wire import CodecError
 
@@ -41,22 +42,6 @@ def word(key, *values):
     line = TEXT.split("\n")[key].split(None, 2)
     m = line[2] % values
     return m if line[1] == "." else m + " [" + line[1] + "]"
-
-
-def reason(t, c, b=None, k=0):
-    """Reason code c of packet type t, worded: its name, and the broker's Reason String when
-    the property block at b[k] carries one."""
-    try:
-        from .codec.codes5 import reason_name
-
-        r = "%s (reason code 0x%02x)" % (reason_name(c, t), c)
-    except MemoryError:
-        r = "reason code 0x%02x" % c
-    if b is not None and k < len(b):
-        s = wire5.prop(b, k, 0x1F)
-        if s >= 0:
-            r += ': "%s"' % str(bytes(b[s + 2 : s + 2 + wire5.u16(b, s)]), "utf-8")
-    return r
 
 
 def start(s, now):
@@ -132,7 +117,7 @@ def connack(s, v, n):
         raise fw.ProtocolError(say(_MALFORMED, e))
     if c & 255:
         s.state = DISCONNECTED
-        raise fw.ConnectRefused(c & 255, word(_REFUSED_5, reason(_CONNACK, c & 255, v, 2)))
+        raise fw.ConnectRefused(c & 255, refused(_REFUSED_5, (_CONNACK, c & 255, v, 2)))
     # what the broker's properties say for this connection
     k = wire5.props_start(v, 2)
     e = wire5.props_end(v, 2)

@@ -9,13 +9,13 @@ def init(cmd, kw, event):
         if k in cmd:
             kw[k] = cmd[k]
     if sys.argv[-1] == "asyncio":
-        from fleetwire.v5 import AsyncClient as K
+        from fleetwire.aio5 import AsyncClient as K
     else:
         from fleetwire.v5 import MQTTClient as K
     return K
 
 
-def run(cmd, c, drive):
+def run(cmd, c, aw):
     op = cmd["op"]
     if op == "v5_state":
         # what the broker's CONNACK set for this connection
@@ -31,7 +31,7 @@ def run(cmd, c, drive):
         from fleetwire import SubscribeRefused
 
         try:
-            return {"rc": c.subscribe(cmd["topic"], cmd.get("qos", 0))}
+            return {"rc": aw(c.subscribe(cmd["topic"], cmd.get("qos", 0)))}
         except SubscribeRefused as e:
             return {"refused": e.args[1], "error": str(e)}
     raise ValueError("unknown op " + op)

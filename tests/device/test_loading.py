@@ -44,6 +44,8 @@ FEATURES = {
     "crashfile",  # crash records in a file where a port has no RTC memory (the unix port)
     "crashprint",  # print() feeding the crash record's log: "crash_print": true
     "v5",  # the MQTT 5 client (fleetwire.v5.MQTTClient)
+    "v5x",  # its CONNECT/CONNACK and error wording, loaded for the call
+    "aio5",  # the MQTT 5 asyncio client (fleetwire.aio5.AsyncClient)
 }
 # what the plain program loads, all of it at import
 PLAIN = {"client", "session", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
