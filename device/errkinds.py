@@ -3,15 +3,12 @@
 from . import MQTTException
 
 
-class _Coded(MQTTException):
-    # args[0] a code, args[1] what it means
-    def __str__(self):
-        return self.args[1]
-
-
-class ConnectRefused(_Coded):
+class ConnectRefused(MQTTException):
     """CONNACK refused the connection: args[0] is the return code (as in umqtt.simple's
     MQTTException; MQTT 5's reason code), args[1] says what it means."""
+
+    def __str__(self):
+        return self.args[1]
 
 
 class Timeout(MQTTException):
@@ -35,14 +32,18 @@ class QueueFull(MQTTException):
 
 
 class ProtocolError(MQTTException):
-    """The broker broke MQTT 3.1.1; the connection is closed."""
+    """The broker broke MQTT (3.1.1, or 5 with fleetwire.v5); the connection is closed."""
 
 
-class Disconnected(_Coded):
+class Disconnected(MQTTException):
     """MQTT 5: the broker ended the connection with DISCONNECT: args[0] is its reason code,
     args[1] says it (the reason's name and the broker's reason string)."""
 
+    __str__ = ConnectRefused.__str__
 
-class PublishRefused(_Coded):
+
+class PublishRefused(MQTTException):
     """MQTT 5: the broker refused a QoS 1/2 message (PUBACK or PUBREC with a reason code of
     0x80 or more): args[0] is the code, args[1] says it. The message is done with."""
+
+    __str__ = ConnectRefused.__str__

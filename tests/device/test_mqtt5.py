@@ -3,14 +3,10 @@ end to end against a real mosquitto 2 started by the tests, as a device process 
 MicroPython unix port (80 KB heap) and on CPython, paho-mqtt (3.1.1) as the other party where
 one is needed."""
 
-
-def named(text, interp, front):
-    # A reason code's name comes from a table loaded when the error is worded (the codec's
-    # codes5). In the 80 KB test heap the asyncio agent on MicroPython has no room left for it
-    # at times: the text then gives the code alone, which the table names.
-    if interp == "micropython" and front == "asyncio":
-        return (text, text.replace("Not authorized (reason code 0x87)", "reason code 0x87"))
-    return (text,)
+# The asyncio agent on MicroPython holds 68 KB of the 80 KB test heap once an MQTT 5 client is
+# up (11 KB more than with 3.1.1: bench/heap.py's fw.aio v5 program): an error's wording, which
+# loads its texts, then fails now and then for want of a few hundred bytes. 16 KB more here.
+ASYNCIO_EXTRA_HEAP_KB = 16
 
 
 def v5(device, broker, keepalive=30, clean=True, client_id=None, **kw):
@@ -63,14 +59,12 @@ def test_a_broker_that_does_not_speak_mqtt_5_says_so(device, broker_pool):
     assert r["error"].startswith("ConnectRefused: ") and "does not speak MQTT 5" in r["error"], r
 
 
-def test_a_refused_connect_says_the_brokers_reason(device, fresh_mosquitto, front, interp):
+def test_a_refused_connect_says_the_brokers_reason(device, fresh_mosquitto, front):
     b = fresh_mosquitto(allow_anonymous=False)
     d = device()
     d.call("init", v5=1, id=d.client_id, host=b.host, port=b.port)
     r = d.try_call("connect")
-    assert r["error"] in named(
-        "ConnectRefused: broker refused the connection: Not authorized (reason code 0x87)", interp, front
-    ), r
+    assert r["error"] == "ConnectRefused: broker refused the connection: Not authorized (reason code 0x87)", r
 
 
 def test_a_refused_subscribe_is_subscribe_refused_with_its_code(device, broker_pool, front):
@@ -148,9 +142,7 @@ def test_max_packet_is_advertised_when_the_program_sets_it(device, mosquitto, ob
     assert [m[1] for m in d.call("recv", n=2, ms=1500)["msgs"]] == ["small"]
 
 
-def test_a_refused_publish_reaches_the_program_with_its_reason(
-    device, fresh_mosquitto, tmp_path, front, interp
-):
+def test_a_refused_publish_reaches_the_program_with_its_reason(device, fresh_mosquitto, tmp_path, front):
     # mosquitto answers a message its ACL denies with PUBACK or PUBREC 0x87: a blocking
     # publish raises PublishRefused, on_refused(pid, code) tells the others; 0x10 (no
     # subscriber) is a success
@@ -161,10 +153,8 @@ def test_a_refused_publish_reaches_the_program_with_its_reason(
     assert d.call("pub", topic="fw5/nobody", msg="ok", qos=1)["pid"] == 1
     for qos in (1, 2):
         r = d.try_call("pub", topic="other/denied", msg="no", qos=qos)
-        assert r["error"] in named(
-            "PublishRefused: broker refused message %d: Not authorized (reason code 0x87)" % (qos + 1),
-            interp,
-            front,
+        assert r["error"] == (
+            "PublishRefused: broker refused message %d: Not authorized (reason code 0x87)" % (qos + 1)
         ), r
     pid = d.call("pub", topic="other/denied", msg="no", qos=1, block=False)["pid"]
     assert d.call("settle")["pending"] == 0
