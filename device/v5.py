@@ -60,10 +60,7 @@ _DISCONNECT = const(14)
 _BY_SERVER = const(0x10)
 
 CONNECTING = const(1)
-CONNECTED = const(2)
 
-_WRITTEN = const(16)
-_STATE = const(24)
 _S_SUBACK = const(2)
 _S_UNSUBACK = const(4)
 
@@ -109,22 +106,7 @@ class Session5:
         return v5x.start(self, now)
 
     def pack_qos0(self, topic, msg, retain):
-        if (
-            self.state != CONNECTED
-            or self._c != self._n
-            or self._fc
-            or self._ping_at == -2
-            or type(topic) is not bytes
-            or len(topic) + 8 > len(self.tx)
-            or len(topic) + len(msg) + 8 > self.max_packet
-        ):
-            return 0
-        if topic is not self._pub_topic:
-            wire5.wire.check_name(topic)
-            self._pub_topic = topic
-        n = wire5.put_publish(self.tx, topic, msg, 0, retain, False, 0)
-        self.tail = msg if n > len(self.tx) else None
-        return n
+        return 0  # (MQTTClient's QoS 0 path past the queue: 3.1.1's only, for now)
 
     def _put(self, s, f, dup):
         t = self._t[s]
@@ -185,18 +167,9 @@ class Session5:
             from . import v5x
 
             try:
-                c = v5x.connack(self, v, n)
+                return v5x.connack(self, v, n)
             finally:
                 drop("v5x")
-            self.state = CONNECTED
-            self.session_present = c
-            self._up_at = self.last_in
-            if self._rn:
-                self._rn.renew(self, c)  # what the last connection left
-            self._wake()
-            if self.on_connect:
-                self.on_connect(c)
-            return
         try:
             if t == _SUBACK or t == _UNSUBACK:
                 c = wire5.suback(t, v, n)
@@ -222,17 +195,12 @@ class Session5:
             pid = c & 0xFFFF
             c >>= 16
             if c > 127 and t < _PUBREL:  # the broker refused the message: its flow ends
-                for k in range(self._n):
-                    s = self._slot(k)
-                    if self._p[s] == pid and self._f[s] & _STATE == _WRITTEN:
-                        self._release(s)
-                        self._advance()
-                        self._rf = pid | c << 16
-                        self._wake()
-                        if self.on_refused:
-                            self.on_refused(pid, c)
-                        return
-                raise fw.ProtocolError(say(_STRAY_ACK, t, pid))
+                from . import v5x
+
+                try:
+                    v5x.refused(self, pid, c, t)
+                finally:
+                    drop("v5x")
             elif t == _PUBACK:
                 self._complete(pid, t)
             elif self._q2:
@@ -246,30 +214,11 @@ class Session5:
 
 
 def word(key, *values):
-    # an MQTT 5 error's text (v5x.TEXT). A reason code is passed as a tuple (type, code[, body,
-    # offset of its properties]) and worded first: its name (the codec's codes5) and the
-    # broker's Reason String; then the text. Each module is let go before the next loads.
-    v = []
-    for x in values:
-        if type(x) is tuple:
-            t, c = x[0], x[1]
-            try:
-                from .codec.codes5 import reason_name
-
-                r = "%s (reason code 0x%02x)" % (reason_name(c, t), c)
-            except MemoryError:
-                r = "reason code 0x%02x" % c
-            drop("codes5")
-            if len(x) > 2 and x[3] < len(x[2]):
-                k = wire5.prop(x[2], x[3], 0x1F)
-                if k >= 0:
-                    r += ': "%s"' % str(bytes(x[2][k + 2 : k + 2 + wire5.u16(x[2], k)]), "utf-8")
-            x = r
-        v.append(x)
+    # an MQTT 5 error's text (v5x.word)
     from . import v5x
 
     try:
-        return v5x.word(key, *v)
+        return v5x.word(key, *values)
     finally:
         drop("v5x")
 

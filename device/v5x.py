@@ -9,7 +9,7 @@ except ImportError:
 
 from .session import fw
 from . import say
-from .v5 import word as refused
+from .v5 import drop
 from .codec import wire, wire5
 from .codec.wire import CodecError
 
@@ -19,6 +19,9 @@ CONNECTED = const(2)
 
 _CONNACK = const(2)
 _MALFORMED = const(20)
+_STRAY_ACK = const(27)
+_WRITTEN = const(16)
+_STATE = const(24)
 _REFUSED_5 = const(1)
 _NOT_V5 = const(8)
 
@@ -37,11 +40,46 @@ not_v5     §3.2.2.2      the broker answered with 3.1.1's refusal %d: it does n
 
 
 def word(key, *values):
-    """The text of MQTT 5 error `key` (line `key` of TEXT), as reasons.text() words one; here
-    so that wording one loads no 3 KB table beside this one."""
+    """The text of MQTT 5 error `key` (line `key` of TEXT), as reasons.text() words one (here,
+    so that wording one loads no 3 KB table beside this one). A reason code is passed as a
+    tuple (type, code[, body, offset of its properties]): its name (the codec's codes5, let
+    go after) and the broker's Reason String."""
+    v = []
+    for x in values:
+        if type(x) is tuple:
+            t, c = x[0], x[1]
+            try:
+                from .codec.codes5 import reason_name
+
+                r = "%s (reason code 0x%02x)" % (reason_name(c, t), c)
+            except MemoryError:
+                r = "reason code 0x%02x" % c
+            drop("codes5")
+            if len(x) > 2 and x[3] < len(x[2]):
+                k = wire5.prop(x[2], x[3], 0x1F)
+                if k >= 0:
+                    r += ': "%s"' % str(bytes(x[2][k + 2 : k + 2 + wire5.u16(x[2], k)]), "utf-8")
+            x = r
+        v.append(x)
     line = TEXT.split("\n")[key].split(None, 2)
-    m = line[2] % values
-    return m if line[1] == "." else m + " [" + line[1] + "]"
+    m = line[2] % tuple(v)
+    return m if line[1] == "." else "%s [%s]" % (m, line[1])
+
+
+def refused(s, pid, c, t):
+    """PUBACK or PUBREC with reason code c of 0x80 or more: message pid of session s is
+    complete, and not delivered (on_refused; a blocking publish raises PublishRefused)."""
+    for k in range(s._n):
+        i = s._slot(k)
+        if s._p[i] == pid and s._f[i] & _STATE == _WRITTEN:
+            s._release(i)
+            s._advance()
+            s._rf = pid | c << 16
+            s._wake()
+            if s.on_refused:
+                s.on_refused(pid, c)
+            return
+    raise fw.ProtocolError(say(_STRAY_ACK, t, pid))
 
 
 def start(s, now):
@@ -106,7 +144,8 @@ def start(s, now):
 
 
 def connack(s, v, n):
-    """The CONNACK body v (n bytes) for session s: the session is up, or ConnectRefused."""
+    """The CONNACK body v (n bytes) for session s: the session is up (on_connect), or
+    ConnectRefused."""
     if n == 2 and 0 < v[1] < 6 and not v[0]:
         # 3.1.1's refusal (1: unacceptable protocol version): a 3.1.1 broker (aedes)
         s.state = DISCONNECTED
@@ -117,7 +156,7 @@ def connack(s, v, n):
         raise fw.ProtocolError(say(_MALFORMED, e))
     if c & 255:
         s.state = DISCONNECTED
-        raise fw.ConnectRefused(c & 255, refused(_REFUSED_5, (_CONNACK, c & 255, v, 2)))
+        raise fw.ConnectRefused(c & 255, word(_REFUSED_5, (_CONNACK, c & 255, v, 2)))
     # what the broker's properties say for this connection
     k = wire5.props_start(v, 2)
     e = wire5.props_end(v, 2)
@@ -134,4 +173,11 @@ def connack(s, v, n):
         elif p == 0x27:  # Maximum Packet Size
             s._smax = wire5.u32(v, k + 1)
         k = wire5.next_prop(v, k)
-    return c > 255  # session present
+    s.state = CONNECTED
+    s.session_present = c = c > 255
+    s._up_at = s.last_in
+    if s._rn:
+        s._rn.renew(s, c)  # what the last connection left
+    s._wake()
+    if s.on_connect:
+        s.on_connect(c)
