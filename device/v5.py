@@ -70,7 +70,7 @@ class Session5:
     own class: MQTTClient here, AsyncClient in aio5.py."""
 
     on_refused = None  # on_refused(pid, code): a PUBACK or PUBREC refused message pid
-    session_expiry = None
+    session_expiry = props = None  # props: the message's property block, in the callback
     _smax = 0  # the broker's Maximum Packet Size, 0: none
     _rf = 0  # the last message or subscription refused: its pid | its reason code << 16
 
@@ -99,6 +99,18 @@ class Session5:
         # the SubscribeRefused of a refused subscription, with its reason code
         c = self._rf >> 16
         return fw.SubscribeRefused(word(_SUB_REF_5, topic, (_SUBACK, c)), c)
+
+    def properties(self):
+        """In the message callback: the message's properties, [(identifier, value)] in their
+        order: an int, bytes for a string or binary data (Response Topic 0x08, Correlation
+        Data 0x09, Content Type 0x03), a (name, value) pair of bytes for a User Property
+        (0x26). Decoded on this call (v5x.py, loaded for it)."""
+        from . import v5x
+
+        try:
+            return v5x.properties(self.props)
+        finally:
+            drop("v5x")
 
     def start(self, now):
         from . import v5x  # held until CONNACK
@@ -154,8 +166,11 @@ class Session5:
                     raise fw.ProtocolError(say(_MALFORMED, err))
                 raise fw.ProtocolError(word(_CUT_5))
             d = x - k
-            if d > 1 and wire5.prop(b, k, 0x23) >= 0:  # Topic Alias Maximum is 0 (none asked)
-                raise fw.ProtocolError(word(_ALIAS_5))
+            self.props = None
+            if d > 1:
+                if wire5.prop(b, k, 0x23) >= 0:  # Topic Alias Maximum is 0 (none asked)
+                    raise fw.ProtocolError(word(_ALIAS_5))
+                self.props = bytes(b[k:x])  # for the callback (properties())
             m = self._rmv
             m[i + d : k + d] = m[i:k]
             Session._publish_in(self, first, i + d, n - d)

@@ -66,6 +66,33 @@ def word(key, *values):
     return m if line[1] == "." else "%s [%s]" % (m, line[1])
 
 
+def properties(b):
+    """The property block b (checked on arrival), decoded -> [(identifier, value)]."""
+    out = []
+    k = wire5.props_start(b, 0) if b else 0
+    e = wire5.props_end(b, 0) if b else 0
+    while k < e:
+        p = b[k]
+        t = wire5.PROPS[p << 2 | 1] & 7  # its type: 1..4 numbers, 5, 6 bytes, 7 a pair
+        j = k + 1
+        if t == 1:
+            v = b[j]
+        elif t == 2:
+            v = wire5.u16(b, j)
+        elif t == 3:
+            v = wire5.u32(b, j)
+        elif t == 4:
+            v = wire5.vbi(b, j)
+        else:
+            n = j + 2 + wire5.u16(b, j)
+            v = bytes(b[j + 2 : n])
+            if t == 7:
+                v = (v, bytes(b[n + 2 : n + 2 + wire5.u16(b, n)]))
+        out.append((p, v))
+        k = wire5.next_prop(b, k)
+    return out
+
+
 def refused(s, pid, c, t):
     """PUBACK or PUBREC with reason code c of 0x80 or more: message pid of session s is
     complete, and not delivered (on_refused; a blocking publish raises PublishRefused)."""

@@ -313,7 +313,7 @@ def run(cmd):
     if op[:3] == "v5_":
         from agent_v5 import run as v5_run
 
-        return v5_run(cmd, c, aw)
+        return v5_run(cmd, c, aw, drive)
     if op[:6] == "crash_":
         # crash records, in a module of their own: each line here is bytecode in the tests'
         # 80 KB heap, where a tight one (the asyncio front's keepalive text) has ~1 KB to spare

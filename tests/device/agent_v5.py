@@ -15,7 +15,10 @@ def init(cmd, kw, event):
     return K
 
 
-def run(cmd, c, aw):
+got = []
+
+
+def run(cmd, c, aw, drive):
     op = cmd["op"]
     if op == "v5_state":
         # what the broker's CONNACK set for this connection
@@ -34,4 +37,26 @@ def run(cmd, c, aw):
             return {"rc": aw(c.subscribe(cmd["topic"], cmd.get("qos", 0)))}
         except SubscribeRefused as e:
             return {"refused": e.args[1], "error": str(e)}
+    if op == "v5_watch":
+        # from now on, each message's properties too: [topic, msg, [[id, value], ...]]
+        def cb(topic, msg):
+            props = []
+            for p, v in c.properties():
+                if type(v) is tuple:
+                    v = [v[0].decode(), v[1].decode()]
+                elif type(v) is bytes:
+                    v = v.decode()
+                props.append([p, v])
+            got.append([topic.decode(), msg.decode(), props])
+
+        c.set_callback(cb)
+        return {}
+    if op == "v5_got":
+        for _ in range(cmd.get("ms", 5000) // 20):
+            if len(got) >= cmd.get("n", 1):
+                break
+            drive(20)
+        r = got[:]
+        del got[:]
+        return {"msgs": r}
     raise ValueError("unknown op " + op)

@@ -179,3 +179,40 @@ def test_the_broker_sends_no_more_unacknowledged_messages_than_the_client_advert
     assert len(got) == 8, got
     got += d.call("recv", n=12, ms=15000)["msgs"]
     assert [m[1] for m in got] == ["%02d" % i for i in range(20)]
+
+
+def test_a_received_messages_properties_reach_the_program(device, mosquitto, front):
+    # response topic, correlation data, content type and user properties from an MQTT 5
+    # publisher (paho-mqtt), read in the callback with properties(); a message without any
+    # has none
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    d = v5(device, mosquitto)
+    d.call("v5_watch")
+    d.call("sub", topic="fw5/props", qos=1)
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="fw5-props-pub", protocol=mqtt.MQTTv5)
+    pub.connect(mosquitto.host, mosquitto.port)
+    pub.loop_start()
+    try:
+        p = Properties(PacketTypes.PUBLISH)
+        p.ResponseTopic = "fw5/reply"
+        p.CorrelationData = b"req-7"
+        p.ContentType = "text/plain"
+        p.UserProperty = [("fleet", "eu-1"), ("fleet", "eu-2")]
+        pub.publish("fw5/props", b"request", qos=1, properties=p).wait_for_publish(10)
+        pub.publish("fw5/props", b"plain", qos=1).wait_for_publish(10)
+    finally:
+        pub.loop_stop()
+        pub.disconnect()
+    got = d.call("v5_got", n=2)["msgs"]
+    assert [m[:2] for m in got] == [["fw5/props", "request"], ["fw5/props", "plain"]]
+    props = got[0][2]
+    assert sorted(x for x in props if x[0] != 0x26) == [
+        [0x03, "text/plain"],
+        [0x08, "fw5/reply"],
+        [0x09, "req-7"],
+    ]
+    assert [x[1] for x in props if x[0] == 0x26] == [["fleet", "eu-1"], ["fleet", "eu-2"]]
+    assert got[1][2] == []
