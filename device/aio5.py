@@ -3,7 +3,7 @@
 #     from fleetwire.aio5 import AsyncClient
 # (and v5.py, for its Session5: not client.py).
 from . import aio
-from .v5 import Session5, fw
+from .v5 import Session5, fw, word
 
 
 class AsyncClient(Session5, aio.AsyncClient):
@@ -24,6 +24,8 @@ class AsyncClient(Session5, aio.AsyncClient):
         version=5,
         **options,
     ):
+        if options.get("store") is not None:  # (its records are 3.1.1 packets)
+            raise ValueError(word(9))
         aio.AsyncClient.__init__(self, client_id, server, port, user, password, keepalive, ssl, **options)
         self._asked(keepalive, session_expiry, options)
 

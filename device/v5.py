@@ -44,6 +44,7 @@ _SRV_DISC_5 = const(4)
 _TOO_BIG_5 = const(5)
 _CUT_5 = const(6)
 _ALIAS_5 = const(7)
+_NO_STORE_5 = const(9)
 
 # packet types
 _CONNACK = const(2)
@@ -282,6 +283,8 @@ def __getattr__(name):
             version=5,
             **options,
         ):
+            if options.get("store") is not None:  # (its records are 3.1.1 packets)
+                raise ValueError(word(_NO_STORE_5))
             client.MQTTClient.__init__(
                 self, client_id, server, port, user, password, keepalive, ssl, ssl_params, **options
             )

@@ -36,6 +36,7 @@ too_big_5  MQTT-3.1.2-24 a packet of %d bytes is over the broker's Maximum Packe
 cut_5      .             a PUBLISH over max_packet, its properties cut off by a read: set max_packet
 alias_5    MQTT-3.3.2-9  a Topic Alias from the broker, which was allowed none (Topic Alias Maximum 0)
 not_v5     §3.2.2.2      the broker answered with 3.1.1's refusal %d: it does not speak MQTT 5
+no_store_5 .             store= is not yet available with MQTT 5: give fleetwire.MQTTClient (3.1.1) the store
 """
 
 

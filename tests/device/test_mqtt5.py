@@ -216,3 +216,52 @@ def test_a_received_messages_properties_reach_the_program(device, mosquitto, fro
     ]
     assert [x[1] for x in props if x[0] == 0x26] == [["fleet", "eu-1"], ["fleet", "eu-2"]]
     assert got[1][2] == []
+
+
+def test_a_version_5_client_comes_back_by_itself_with_its_messages_and_subscriptions(
+    device, make_proxy, observer, front
+):
+    # reconnect=True in MQTT 5: the link cut, the client reconnects and subscribes again; on a
+    # clean session, as in 3.1.1, what was in flight at the cut is discarded and reported
+    # (on_discarded: the broker may have it or not), the rest goes out
+    observer.subscribe("fw5/back/out", 1)
+    p = make_proxy()
+    d = device()
+    d.call(
+        "init",
+        v5=1,
+        id=d.client_id,
+        host="127.0.0.1",
+        port=p.port,
+        keepalive=5,
+        reconnect=True,
+        backoff_min=0.05,
+        backoff_max=0.1,
+    )
+    d.call("connect")
+    d.call("sub", topic="fw5/back/in", qos=1)
+    for i in range(5):
+        d.call("pub", topic="fw5/back/out", msg="a%d" % i, qos=1, block=False)
+    p.cut_now()
+    for i in range(5):
+        d.call("pub", topic="fw5/back/out", msg="b%d" % i, qos=1, block=False)
+    r = d.call("settle", ms=10000)
+    assert r["pending"] == 0 and r["connected"], r
+    ev = d.call("events")
+    assert ev["counts"]["connected"] == 2, ev
+    dropped = ev["counts"]["discarded"]
+    sent = {b"a%d" % i for i in range(5)} | {b"b%d" % i for i in range(5)}
+    got = {m[1] for m in observer.wait_until(lambda m: len({x[1] for x in m}) >= 10 - dropped, 20)}
+    assert got <= sent and len(sent - got) <= dropped, (got, dropped)
+    observer.publish("fw5/back/in", b"after", qos=1)
+    assert [m[1] for m in d.call("recv", n=1)["msgs"]] == ["after"]
+
+
+def test_a_store_is_refused_in_mqtt_5_for_now(mpy):
+    # a store's records are 3.1.1 packets: refused with the reason, before anything is opened
+    for m in ("v5 import MQTTClient", "aio5 import AsyncClient as MQTTClient"):
+        code = "from fleetwire.%s\ntry:\n    MQTTClient('x', 'h', store='d')\n" % m
+        r = mpy.exec(code + "except ValueError as e:\n    print(e)")
+        assert r.stdout.strip() == (
+            "store= is not yet available with MQTT 5: give fleetwire.MQTTClient (3.1.1) the store"
+        ), r.stdout
