@@ -22,8 +22,9 @@
 #               longer one carries a reason code: a PUBACK or PUBREC code of 0x80 or more
 #               ends the flow as refused (on_refused(pid, code); a blocking publish raises
 #               PublishRefused).
-#   SUBACK      a reason code per filter: a refusal keeps its code (SubscribeRefused.args[1]).
+#   SUBACK      a reason code per filter: a refusal keeps its code (SubscribeRefused.code).
 #   DISCONNECT  from the broker: Disconnected(code, text) ends the link (on_disconnect).
+# Disconnected and PublishRefused are this module's (a 3.1.1 program's errkinds.py is as it was).
 try:
     from micropython import const
 except ImportError:
@@ -32,7 +33,7 @@ except ImportError:
 from .session import Session, fw
 from .codec import wire5
 from .codec.wire import CodecError
-from . import say
+from . import MQTTException, say
 
 # errors, by their line in reasons.TEXT (say) or v5x.TEXT (word)
 _MALFORMED = const(20)
@@ -66,6 +67,22 @@ _S_SUBACK = const(2)
 _S_UNSUBACK = const(4)
 
 
+class Disconnected(MQTTException):
+    """The broker ended the connection with DISCONNECT: args[0] is its reason code, args[1]
+    says it (the reason's name and the broker's Reason String). Here, not in errkinds.py, so
+    that a 3.1.1 program's errors cost what they did."""
+
+    def __str__(self):
+        return self.args[1]
+
+
+class PublishRefused(MQTTException):
+    """The broker refused a QoS 1/2 message (PUBACK or PUBREC with a reason code of 0x80 or
+    more): args[0] is the code, args[1] says it. The message is done with."""
+
+    __str__ = Disconnected.__str__
+
+
 class Session5:
     """The Session's methods whose packets differ in MQTT 5, for a front to put before its
     own class: MQTTClient here, AsyncClient in aio5.py."""
@@ -93,13 +110,15 @@ class Session5:
         # a publish that waited: pid, or PublishRefused if the broker refused it
         if pid and self._rf & 0xFFFF == pid:
             c = self._rf >> 16
-            raise fw.PublishRefused(c, word(_PUB_REF_5, pid, (_PUBACK, c)))
+            raise PublishRefused(c, word(_PUB_REF_5, pid, (_PUBACK, c)))
         return pid
 
     def _sub_refused(self, topic):
-        # the SubscribeRefused of a refused subscription, with its reason code
+        # the SubscribeRefused of a refused subscription, its reason code in .code
         c = self._rf >> 16
-        return fw.SubscribeRefused(word(_SUB_REF_5, topic, (_SUBACK, c)), c)
+        e = fw.SubscribeRefused(word(_SUB_REF_5, topic, (_SUBACK, c)))
+        e.code = c
+        return e
 
     def properties(self):
         """In the message callback: the message's properties, [(identifier, value)] in their
@@ -206,7 +225,7 @@ class Session5:
             else:
                 self._acked(v[0] << 8 | v[1], _S_UNSUBACK, 0)
         elif t == _DISCONNECT:
-            raise fw.Disconnected(c, word(_SRV_DISC_5, (t, c, v, 1)))
+            raise Disconnected(c, word(_SRV_DISC_5, (t, c, v, 1)))
         else:
             pid = c & 0xFFFF
             c >>= 16
@@ -299,7 +318,7 @@ def __getattr__(name):
 
         def subscribe(self, topic, qos=0):
             """Subscribe and wait for SUBACK -> the QoS granted; SubscribeRefused (args[1]: the
-            reason code) if refused."""
+            reason code in .code) if refused."""
             try:
                 return client.MQTTClient.subscribe(self, topic, qos)
             except fw.SubscribeRefused:

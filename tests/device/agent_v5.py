@@ -30,13 +30,13 @@ def run(cmd, c, aw, drive):
             "max_packet": c._smax,
         }
     if op == "v5_sub":
-        # a subscription the broker may refuse -> its code (SubscribeRefused.args[1])
+        # a subscription the broker may refuse -> its code (SubscribeRefused.code)
         from fleetwire import SubscribeRefused
 
         try:
             return {"rc": aw(c.subscribe(cmd["topic"], cmd.get("qos", 0)))}
         except SubscribeRefused as e:
-            return {"refused": e.args[1], "error": str(e)}
+            return {"refused": e.code, "error": str(e)}
     if op == "v5_watch":
         # from now on, each message's properties too: [topic, msg, [[id, value], ...]]
         def cb(topic, msg):
