@@ -24,7 +24,8 @@
 #               PublishRefused).
 #   SUBACK      a reason code per filter: a refusal keeps its code (SubscribeRefused.code).
 #   DISCONNECT  from the broker: Disconnected(code, text) ends the link (on_disconnect).
-# Disconnected and PublishRefused are this module's (a 3.1.1 program's errkinds.py is as it was).
+# Disconnected and PublishRefused are errkinds5.py's, loaded with the first one raised (a
+# 3.1.1 program's errkinds.py is as it was); fleetwire.v5 names them too.
 try:
     from micropython import const
 except ImportError:
@@ -33,7 +34,7 @@ except ImportError:
 from .session import Session, fw
 from .codec import wire5
 from .codec.wire import CodecError
-from . import MQTTException, say
+from . import say
 
 # errors, by their line in reasons.TEXT (say) or v5x.TEXT (word)
 _MALFORMED = const(20)
@@ -67,22 +68,6 @@ _S_SUBACK = const(2)
 _S_UNSUBACK = const(4)
 
 
-class Disconnected(MQTTException):
-    """The broker ended the connection with DISCONNECT: args[0] is its reason code, args[1]
-    says it (the reason's name and the broker's Reason String). Here, not in errkinds.py, so
-    that a 3.1.1 program's errors cost what they did."""
-
-    def __str__(self):
-        return self.args[1]
-
-
-class PublishRefused(MQTTException):
-    """The broker refused a QoS 1/2 message (PUBACK or PUBREC with a reason code of 0x80 or
-    more): args[0] is the code, args[1] says it. The message is done with."""
-
-    __str__ = Disconnected.__str__
-
-
 class Session5:
     """The Session's methods whose packets differ in MQTT 5, for a front to put before its
     own class: MQTTClient here, AsyncClient in aio5.py."""
@@ -110,6 +95,8 @@ class Session5:
         # a publish that waited: pid, or PublishRefused if the broker refused it
         if pid and self._rf & 0xFFFF == pid:
             c = self._rf >> 16
+            from .errkinds5 import PublishRefused
+
             raise PublishRefused(c, word(_PUB_REF_5, pid, (_PUBACK, c)))
         return pid
 
@@ -225,6 +212,8 @@ class Session5:
             else:
                 self._acked(v[0] << 8 | v[1], _S_UNSUBACK, 0)
         elif t == _DISCONNECT:
+            from .errkinds5 import Disconnected
+
             raise Disconnected(c, word(_SRV_DISC_5, (t, c, v, 1)))
         else:
             pid = c & 0xFFFF
@@ -275,9 +264,14 @@ def drop(name):
 
 def __getattr__(name):
     # MQTTClient, made on first use: an asyncio program (aio5.py) takes Session5 from here
-    # and loads no client.py
+    # and loads no client.py; MQTT 5's error classes, from errkinds5.py
     if name != "MQTTClient":
-        raise AttributeError(name)
+        from . import errkinds5
+
+        try:
+            return getattr(errkinds5, name)
+        except AttributeError:
+            raise AttributeError(name)
     from . import client
 
     class MQTTClient(Session5, client.MQTTClient):

@@ -46,6 +46,7 @@ FEATURES = {
     "v5",  # the MQTT 5 client (fleetwire.v5.MQTTClient)
     "v5x",  # its CONNECT/CONNACK and error wording, loaded for the call
     "aio5",  # the MQTT 5 asyncio client (fleetwire.aio5.AsyncClient)
+    "errkinds5",  # MQTT 5's error classes, with the first one raised
 }
 # what the plain program loads, all of it at import
 PLAIN = {"client", "session", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
