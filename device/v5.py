@@ -47,6 +47,8 @@ _TOO_BIG_5 = const(5)
 _CUT_5 = const(6)
 _ALIAS_5 = const(7)
 _NO_STORE_5 = const(9)
+_ALIAS_OUT_5 = const(10)
+_NOT_CONN = const(10)
 
 # packet types
 _CONNACK = const(2)
@@ -63,7 +65,9 @@ _DISCONNECT = const(14)
 _BY_SERVER = const(0x10)
 
 CONNECTING = const(1)
+CONNECTED = const(2)
 
+_BLOCK = const(64)  # a slot's flag: its payload begins with its property block
 _S_SUBACK = const(2)
 _S_UNSUBACK = const(4)
 
@@ -81,12 +85,13 @@ class Session5:
         # what the program asked for; a CONNACK may change them for its connection
         self._ask = (keepalive, self.max_inflight, session_expiry, options.get("max_packet", 0))
 
-    def _fits(self, topic, msg, qos):
-        # a publish: within the broker's Maximum Packet Size (MQTT-3.1.2-24), and no refusal yet
+    def _fits(self, topic, n, qos):
+        # a publish of n bytes after its packet id (payload and property block): within the
+        # broker's Maximum Packet Size (MQTT-3.1.2-24); no refusal yet
         self._rf = 0
         if self._smax:
             t = topic.encode() if isinstance(topic, str) else topic
-            n = 3 + len(t) + (2 if qos else 0) + len(msg)
+            n += 2 + len(t) + (2 if qos else 0)
             n += 1 + (1 if n < 128 else 2 if n < 16384 else 3 if n < 2097152 else 4)
             if n > self._smax:
                 raise ValueError(word(_TOO_BIG_5, n, self._smax))
@@ -98,6 +103,33 @@ class Session5:
             from .errkinds5 import PublishRefused
 
             raise PublishRefused(c, word(_PUB_REF_5, pid, (_PUBACK, c)))
+        return pid
+
+    def encode_props(self, pairs):
+        """A PUBLISH property block for publish(props=), from (identifier, value) pairs: a
+        value is an int, bytes for a string or binary data (Response Topic 0x08, Correlation
+        Data 0x09, Content Type 0x03), a (name, value) pair of bytes for a User Property
+        (0x26). Checked as the broker checks it (ValueError); made once, it goes with as many
+        messages as the program likes. The codec's pack5 is loaded for the call."""
+        for p in pairs:
+            if p[0] == 0x23:  # a Topic Alias needs the broker's maximum, kept per connection
+                raise ValueError(word(_ALIAS_OUT_5))
+        from .codec import pack5
+
+        try:
+            b = bytearray(pack5.props_size(pairs))
+            pack5.put_props(b, 0, _PUBLISH, pairs)
+            return bytes(b)
+        except CodecError as e:
+            raise ValueError(str(e))
+        finally:
+            drop("pack5")
+
+    def _queue5(self, topic, msg, qos, retain):
+        # Session.publish() of a message whose payload begins with its property block: its
+        # slot (the last, no store in MQTT 5) says so (_BLOCK), for _put
+        pid = Session.publish(self, topic, msg, qos, retain)
+        self._f[self._slot(self._n - 1)] |= _BLOCK
         return pid
 
     def _sub_refused(self, topic):
@@ -133,7 +165,7 @@ class Session5:
             return Session._put(self, s, f, dup)  # a stored message (3.1.1 only, for now)
         self._fit(len(t) + 10)
         m = self._m[s]
-        n = wire5.put_publish(self.tx, t, m, f & 3, f & 4, dup, self._p[s])
+        n = wire5.put_publish(self.tx, t, m, f & 3, f & 4, dup, self._p[s], b"" if f & _BLOCK else b"\x00")
         if n > len(self.tx):
             self.tail = m
         return n
@@ -303,12 +335,27 @@ def __getattr__(name):
             )
             self._asked(keepalive, session_expiry, options)
 
-        def publish(self, topic, msg, retain=False, qos=0, *, block=True):
-            """As fleetwire.MQTTClient's; a blocking QoS 1/2 publish raises PublishRefused if the
-            broker refuses the message (block=False: on_refused(pid, code) says so)."""
-            self._fits(topic, msg, qos)
-            pid = client.MQTTClient.publish(self, topic, msg, retain, qos, block=block)
-            return self._done(pid) if block else pid
+        def publish(self, topic, msg, retain=False, qos=0, *, block=True, props=None):
+            """As fleetwire.MQTTClient's; props: a property block from encode_props(), sent
+            with the message. A blocking QoS 1/2 publish raises PublishRefused if the broker
+            refuses the message (block=False: on_refused(pid, code) says so)."""
+            if props is None:
+                self._fits(topic, len(msg) + 1, qos)
+                pid = client.MQTTClient.publish(self, topic, msg, retain, qos, block=block)
+                return self._done(pid) if block else pid
+            if block and self.state != CONNECTED and not self.reconnect:
+                raise fw.NotConnected(say(_NOT_CONN))
+            msg = props + (msg.encode() if isinstance(msg, str) else msg)
+            self._fits(topic, len(msg), qos)
+            pid = self._queue5(topic, msg, qos, retain)
+            self._write()
+            if block:
+                if qos:
+                    self._wait(2, pid, self.timeout_ms)
+                elif self.sock and (self._queued or self._txo < self._txn):
+                    self._wait(3, 0, self.timeout_ms)
+                return self._done(pid)
+            return pid
 
         def subscribe(self, topic, qos=0):
             """Subscribe and wait for SUBACK -> the QoS granted; SubscribeRefused (args[1]: the

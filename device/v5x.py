@@ -37,6 +37,7 @@ cut_5      .             a PUBLISH over max_packet, its properties cut off by a 
 alias_5    MQTT-3.3.2-9  a Topic Alias from the broker, which was allowed none (Topic Alias Maximum 0)
 not_v5     §3.2.2.2      the broker answered with 3.1.1's refusal %d: it does not speak MQTT 5
 no_store_5 .             store= is not yet available with MQTT 5: give fleetwire.MQTTClient (3.1.1) the store
+alias_o_5  .             topic aliases are not yet available: leave out property 0x23
 """
 
 

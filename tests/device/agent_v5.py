@@ -37,6 +37,21 @@ def run(cmd, c, aw, drive):
             return {"rc": aw(c.subscribe(cmd["topic"], cmd.get("qos", 0)))}
         except SubscribeRefused as e:
             return {"refused": e.code, "error": str(e)}
+    if op == "v5_pub":
+        # a message with properties: [[id, value], ...], a value an int, a str or a [name,
+        # value] pair (a User Property)
+        pairs = []
+        for p, v in cmd["props"]:
+            if type(v) is list:
+                v = (v[0].encode(), v[1].encode())
+            elif type(v) is str:
+                v = v.encode()
+            pairs.append((p, v))
+        block = c.encode_props(pairs)
+        q = cmd.get("qos", 0)
+        if sys.argv[-1] == "asyncio":
+            return {"pid": aw(c.publish(cmd["topic"], cmd["msg"], False, q, True, block))}
+        return {"pid": c.publish(cmd["topic"], cmd["msg"], False, q, props=block)}
     if op == "v5_watch":
         # from now on, each message's properties too: [topic, msg, [[id, value], ...]]
         def cb(topic, msg):

@@ -3,6 +3,9 @@ end to end against a real mosquitto 2 started by the tests, as a device process 
 MicroPython unix port (80 KB heap) and on CPython, paho-mqtt (3.1.1) as the other party where
 one is needed."""
 
+import queue
+import time
+
 # The asyncio agent on MicroPython holds 68 KB of the 80 KB test heap once an MQTT 5 client is
 # up (11 KB more than with 3.1.1: bench/heap.py's fw.aio v5 program): an error's wording, which
 # loads its texts, then fails now and then for want of a few hundred bytes. 16 KB more here.
@@ -265,3 +268,46 @@ def test_a_store_is_refused_in_mqtt_5_for_now(mpy):
         assert r.stdout.strip() == (
             "store= is not yet available with MQTT 5: give fleetwire.MQTTClient (3.1.1) the store"
         ), r.stdout
+
+
+def test_a_message_goes_out_with_the_properties_the_program_gives(device, mosquitto, front):
+    # encode_props() makes the block once (checked as the broker checks it); publish(props=)
+    # sends it with the message; an MQTT 5 subscriber (paho-mqtt) reads them
+    import paho.mqtt.client as mqtt
+
+    got = queue.Queue()
+    sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="fw5-props-sub", protocol=mqtt.MQTTv5)
+    sub.on_message = lambda c, u, m: got.put(m)
+    sub.connect(mosquitto.host, mosquitto.port)
+    sub.loop_start()
+    try:
+        sub.subscribe("fw5/props/out/#", qos=1)
+        time.sleep(0.5)  # (its SUBACK)
+        d = v5(device, mosquitto)
+        props = [[0x08, "fw5/reply"], [0x09, "req-9"], [0x26, ["fleet", "eu-1"]], [0x03, "text/plain"]]
+        for q in (0, 1, 2):
+            d.call("v5_pub", topic="fw5/props/out/%d" % q, msg="with %d" % q, qos=q, props=props)
+        d.call("pub", topic="fw5/props/out/plain", msg="without", qos=1)
+        ms = sorted((got.get(timeout=10) for _ in range(4)), key=lambda m: m.topic)
+    finally:
+        sub.loop_stop()
+        sub.disconnect()
+    assert [(m.topic, m.payload) for m in ms] == [
+        ("fw5/props/out/0", b"with 0"),
+        ("fw5/props/out/1", b"with 1"),
+        ("fw5/props/out/2", b"with 2"),
+        ("fw5/props/out/plain", b"without"),
+    ]
+    for m in ms[:3]:
+        p = m.properties
+        assert (p.ResponseTopic, p.CorrelationData, p.UserProperty, p.ContentType) == (
+            "fw5/reply",
+            b"req-9",
+            [("fleet", "eu-1")],
+            "text/plain",
+        )
+    assert not hasattr(ms[3].properties, "ResponseTopic")
+    r = d.try_call("v5_pub", topic="fw5/props/out/x", msg="m", props=[[0x23, 1]])
+    assert r["error"] == "ValueError: topic aliases are not yet available: leave out property 0x23", r
+    r = d.try_call("v5_pub", topic="fw5/props/out/x", msg="m", props=[[0x0B, 1]])
+    assert r["error"].startswith("ValueError: "), r  # a Subscription Identifier is the broker's
