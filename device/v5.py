@@ -47,7 +47,6 @@ _TOO_BIG_5 = const(5)
 _CUT_5 = const(6)
 _ALIAS_5 = const(7)
 _NO_STORE_5 = const(9)
-_ALIAS_OUT_5 = const(10)
 _NOT_CONN = const(10)
 
 # packet types
@@ -110,20 +109,13 @@ class Session5:
         value is an int, bytes for a string or binary data (Response Topic 0x08, Correlation
         Data 0x09, Content Type 0x03), a (name, value) pair of bytes for a User Property
         (0x26). Checked as the broker checks it (ValueError); made once, it goes with as many
-        messages as the program likes. The codec's pack5 is loaded for the call."""
-        for p in pairs:
-            if p[0] == 0x23:  # a Topic Alias needs the broker's maximum, kept per connection
-                raise ValueError(word(_ALIAS_OUT_5))
-        from .codec import pack5
+        messages as the program likes. v5x.py and the codec's pack5 are loaded for the call."""
+        from . import v5x
 
         try:
-            b = bytearray(pack5.props_size(pairs))
-            pack5.put_props(b, 0, _PUBLISH, pairs)
-            return bytes(b)
-        except CodecError as e:
-            raise ValueError(str(e))
+            return v5x.encode_props(pairs)
         finally:
-            drop("pack5")
+            drop("v5x")
 
     def _queue5(self, topic, msg, qos, retain):
         # Session.publish() of a message whose payload begins with its property block: its

@@ -18,6 +18,8 @@ CONNECTING = const(1)
 CONNECTED = const(2)
 
 _CONNACK = const(2)
+_PUBLISH = const(3)
+_ALIAS_OUT_5 = const(10)
 _MALFORMED = const(20)
 _STRAY_ACK = const(27)
 _WRITTEN = const(16)
@@ -93,6 +95,23 @@ def properties(b):
         out.append((p, v))
         k = wire5.next_prop(b, k)
     return out
+
+
+def encode_props(pairs):
+    """Session5.encode_props(): the PUBLISH property block of (identifier, value) pairs."""
+    for p in pairs:
+        if p[0] == 0x23:  # a Topic Alias needs the broker's maximum, kept per connection
+            raise ValueError(word(_ALIAS_OUT_5))
+    from .codec import pack5
+
+    try:
+        b = bytearray(pack5.props_size(pairs))
+        pack5.put_props(b, 0, _PUBLISH, pairs)
+        return bytes(b)
+    except CodecError as e:
+        raise ValueError(str(e))
+    finally:
+        drop("pack5")
 
 
 def refused(s, pid, c, t):
