@@ -44,7 +44,6 @@ _SUB_REF_5 = const(2)
 _PUB_REF_5 = const(3)
 _SRV_DISC_5 = const(4)
 _TOO_BIG_5 = const(5)
-_CUT_5 = const(6)
 _ALIAS_5 = const(7)
 _NO_STORE_5 = const(9)
 _NOT_CONN = const(10)
@@ -79,6 +78,7 @@ class Session5:
     session_expiry = props = None  # props: the message's property block, in the callback
     _smax = 0  # the broker's Maximum Packet Size, 0: none
     _rf = 0  # the last message or subscription refused: its pid | its reason code << 16
+    _cut = None  # the head of a long message, while a read has cut its property block
 
     def _asked(self, keepalive, session_expiry, options):
         # what the program asked for; a CONNACK may change them for its connection
@@ -178,34 +178,55 @@ class Session5:
             n = i + 1 + len(body)
         return n
 
+    def _publish5(self, first, i, n):
+        # An MQTT 5 PUBLISH made a 3.1.1 one where it lies: its properties checked, then its
+        # topic and packet id moved up over them (Session.received has those two in _rb). A
+        # message longer than max_packet comes in pieces: when a read cut its property block,
+        # the head so far is kept (_cut) until the block is whole (_publish_in)
+        b = self._rb
+        e = min(i + n, self._re)
+        k = i + 2 + (b[i] << 8 | b[i + 1] if n >= 2 else 0) + (2 if first & 6 else 0)
+        if k >= i + n:
+            raise fw.ProtocolError(say(_MALFORMED, "PUBLISH without its property length"))
+        if i + n > e:
+            x = head(b, k, e)
+            if not x or x > e:
+                self._cut = bytearray(self._rmv[i:e])
+                self._cf = first << 24 | n  # its first byte and its length
+                self.rest = i + n - e
+                self._lp = 0  # (no QoS 2 id of this one's for lost() to forget yet)
+                return
+        try:
+            x = wire5.check_props(_PUBLISH | _BY_SERVER, b, k, e)
+        except CodecError as err:
+            raise fw.ProtocolError(say(_MALFORMED, err))
+        d = x - k
+        self.props = None
+        if d > 1:
+            if wire5.prop(b, k, 0x23) >= 0:  # Topic Alias Maximum is 0 (none asked)
+                raise fw.ProtocolError(word(_ALIAS_5))
+            self.props = bytes(b[k:x])  # for the callback (properties())
+        m = self._rmv
+        m[i + d : k + d] = m[i:k]
+        Session._publish_in(self, first, i + d, n - d)
+
+    def _publish_in(self, first, i, n):
+        # more of a message longer than max_packet (Session.received): while a read has cut
+        # its head, v5x.cut() keeps it until its property block is whole (rare: loaded for it)
+        if self._cut is None or first:
+            return Session._publish_in(self, first, i, n)
+        from . import v5x
+
+        try:
+            v5x.cut(self, i, n)
+        finally:
+            drop("v5x")
+
     def _handle(self, first, i, n):
         t = first >> 4
         if t == _PUBLISH:
-            # an MQTT 5 PUBLISH made a 3.1.1 one where it lies: its properties checked, then
-            # its topic and packet id moved up over them (Session.received has them in _rb)
-            b = self._rb
-            e = min(i + n, self._re)
-            k = i + 2 + (b[i] << 8 | b[i + 1] if n >= 2 else 0) + (2 if first & 6 else 0)
-            if k >= i + n:
-                raise fw.ProtocolError(say(_MALFORMED, "PUBLISH without its property length"))
-            if k >= e:
-                raise fw.ProtocolError(word(_CUT_5))
-            try:
-                x = wire5.check_props(_PUBLISH | _BY_SERVER, b, k, e)
-            except CodecError as err:
-                if i + n <= e:
-                    raise fw.ProtocolError(say(_MALFORMED, err))
-                raise fw.ProtocolError(word(_CUT_5))
-            d = x - k
-            self.props = None
-            if d > 1:
-                if wire5.prop(b, k, 0x23) >= 0:  # Topic Alias Maximum is 0 (none asked)
-                    raise fw.ProtocolError(word(_ALIAS_5))
-                self.props = bytes(b[k:x])  # for the callback (properties())
-            m = self._rmv
-            m[i + d : k + d] = m[i:k]
-            Session._publish_in(self, first, i + d, n - d)
-            return
+            self._cut = None
+            return self._publish5(first, i, n)
         if t == 13 or t >= _PUBACK and t <= _PUBCOMP and n == 2 or self.state == CONNECTING and t != _CONNACK:
             return Session._handle(self, first, i, n)  # PINGRESP, the acks' short forms (or raises)
         v = self._rmv[i : i + n]
@@ -259,6 +280,18 @@ class Session5:
                 self._flow(_PUBCOMP, pid)
             else:
                 raise fw.ProtocolError(say(_STRAY_ACK, t, pid))
+
+
+def head(b, k, e):
+    # the end of the property block at b[k] (b[:e] received), or 0 while its length is cut
+    j = k
+    while j < e and j < k + 4:
+        if b[j] < 128:
+            return j + 1 + wire5.vbi(b, k, e)
+        j += 1
+    if j < k + 4:
+        return 0
+    return wire5.vbi(b, k, e)  # (raises: a length of more than 4 bytes)
 
 
 def word(key, *values):

@@ -9,7 +9,7 @@ except ImportError:
 
 from .session import fw
 from . import say
-from .v5 import drop
+from .v5 import drop, head
 from .codec import wire, wire5
 from .codec.wire import CodecError
 
@@ -35,7 +35,7 @@ sub_ref_5  .             broker refused the subscription to %r: %s
 pub_ref_5  .             broker refused message %d: %s
 srv_disc_5 .             the broker ended the connection: %s
 too_big_5  MQTT-3.1.2-24 a packet of %d bytes is over the broker's Maximum Packet Size (%d)
-cut_5      .             a PUBLISH over max_packet, its properties cut off by a read: set max_packet
+cut_5      .             (no longer raised: the line keeps the numbers below)
 alias_5    MQTT-3.3.2-9  a Topic Alias from the broker, which was allowed none (Topic Alias Maximum 0)
 not_v5     §3.2.2.2      the broker answered with 3.1.1's refusal %d: it does not speak MQTT 5
 no_store_5 .             store= is not yet available with MQTT 5: give fleetwire.MQTTClient (3.1.1) the store
@@ -112,6 +112,30 @@ def encode_props(pairs):
         raise ValueError(str(e))
     finally:
         drop("pack5")
+
+
+def cut(s, i, n):
+    """n more bytes at s._rb[i] of a message whose head a read cut (s._cut): kept until its
+    property block is whole, then handed on from there as if read whole (s._publish5)."""
+    c = s._cut
+    c.extend(s._rmv[i : i + n])
+    s.rest -= n
+    f = s._cf
+    x = head(c, 2 + (c[0] << 8 | c[1]) + (2 if f >> 24 & 6 else 0), len(c))
+    if not x or x > len(c):
+        if s.rest:
+            return
+        raise fw.ProtocolError(say(_MALFORMED, "PUBLISH ends in its properties"))
+    rb, rmv, re = s._rb, s._rmv, s._re
+    s._cut = None
+    s._rb = c
+    s._rmv = memoryview(c)
+    s._re = len(c)
+    s.rest = 0
+    try:
+        s._publish5(f >> 24, 0, f & 0xFFFFFFF)
+    finally:
+        s._rb, s._rmv, s._re = rb, rmv, re
 
 
 def refused(s, pid, c, t):

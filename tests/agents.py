@@ -100,11 +100,11 @@ def front(request):
 def device(interp, board_lib, request):
     """device(client_id) -> a running Agent on the interpreter under test (and the front
     under test, for a test that takes `front`; else MQTTClient). A test module's
-    ASYNCIO_EXTRA_HEAP_KB gives its asyncio agents that much more heap (and says why)."""
+    EXTRA_HEAP_KB ({front: KB}) gives its agents that much more heap (and says why)."""
     agents = []
     n = [0]
     fr = request.getfixturevalue("front") if "front" in request.fixturenames else "blocking"
-    extra = getattr(request.module, "ASYNCIO_EXTRA_HEAP_KB", 0) if fr == "asyncio" else 0
+    extra = getattr(request.module, "EXTRA_HEAP_KB", {}).get(fr, 0)
 
     def make(client_id=None):
         n[0] += 1

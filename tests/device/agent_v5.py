@@ -53,8 +53,17 @@ def run(cmd, c, aw, drive):
             return {"pid": aw(c.publish(cmd["topic"], cmd["msg"], False, q, True, block))}
         return {"pid": c.publish(cmd["topic"], cmd["msg"], False, q, props=block)}
     if op == "v5_watch":
-        # from now on, each message's properties too: [topic, msg, [[id, value], ...]]
+        # from now on, each message's properties too: [topic, msg, [[id, value], ...]] (a
+        # message longer than max_packet joined from its pieces)
+        part = []
+
         def cb(topic, msg):
+            if c.rest or part:
+                part.append(msg)
+                if c.rest:
+                    return
+                msg = b"".join(part)
+                del part[:]
             props = []
             for p, v in c.properties():
                 if type(v) is tuple:
