@@ -58,8 +58,10 @@ PROGRAMS = (
     ("fw", "fw plain"),
     (EVERYTHING, "fw everything"),
     ("aio", "fw.aio"),
+    ("fw+v5", "fw v5"),
+    ("aio+v5", "fw.aio v5"),
 )
-FEATURES = ("store", "filestore", "qos2", "reconnect", "will", "subs8", "unsub")
+FEATURES = ("store", "filestore", "qos2", "reconnect", "will", "subs8", "unsub", "v5")
 FEED = [b"m%d" % i for i in range(10)]
 ABOVE = 3  # KB above the smallest heap in which the scenario must run as well (see smallest_heap)
 
@@ -120,7 +122,9 @@ class Bench:
         shutil.rmtree(os.path.join(self.harness, "heap-fstore"), ignore_errors=True)
         path = [self.harness] + ([self.standins] if prog == "mqtt_as" else []) + ([lib] if lib else [])
         env = dict(os.environ, MICROPYPATH=os.pathsep.join(path + [".frozen"]))
-        main = "heap_" + (prog if prog in ("mqtt_as", "aio", "modules") else "sync")
+        main = "heap_" + (
+            prog if prog in ("mqtt_as", "aio", "modules") else "aio" if prog == "aio+v5" else "sync"
+        )
         cmd = [
             binary,
             "-X",
@@ -376,7 +380,9 @@ def run_bench(args, tmp):
                 print("%s: fw+%s ..." % (word, f), flush=True)
                 probes[f] = b.steps(binary, lib, "fw+" + f, args.repeat)
             loaded = []  # what the programs load after they start (not the harness)
-            for r in [res[word, "fw"], res[word, EVERYTHING], res[word, "aio"]] + list(probes.values()):
+            for r in [res[word, p] for p in ("fw", EVERYTHING, "aio", "fw+v5", "aio+v5")] + list(
+                probes.values()
+            ):
                 for m in r["steps"][-1][2]:
                     if m not in r["steps"][0][2] and m not in loaded:
                         loaded.append(m)
@@ -470,6 +476,8 @@ def report(args, configs, programs, res, probes, mods, mpy_lib):
         (EVERYTHING, "everything program"),
         ("aio", "fleetwire.aio program"),
         ("fw", "plain program"),
+        ("fw+v5", "MQTT 5 program"),
+        ("aio+v5", "MQTT 5 fleetwire.aio program"),
     ):
         r = res[word0, p]
         print("  %s (%s)" % (label, p))

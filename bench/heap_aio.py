@@ -1,6 +1,7 @@
 # bench/heap.py's fleetwire.aio program (see heap_device.py for how it runs): the scenario
-# with fleetwire's asyncio front, written as the mqtt_as program is.
-from heap_device import host, port, inbox, cb, start, step, ready, fail_fast
+# with fleetwire's asyncio front, written as the mqtt_as program is (aio+v5: in MQTT 5,
+# fleetwire.aio5.AsyncClient).
+from heap_device import prog, host, port, inbox, cb, start, step, ready, fail_fast
 
 
 async def scenario(asyncio, AsyncClient):
@@ -24,7 +25,10 @@ async def scenario(asyncio, AsyncClient):
 
 def main():
     start()
-    from fleetwire.aio import AsyncClient
+    if prog == "aio+v5":  # MQTT 5
+        from fleetwire.aio5 import AsyncClient
+    else:
+        from fleetwire.aio import AsyncClient
     import asyncio  # loaded by fleetwire.aio: its cost is the client's
 
     step("import")

@@ -3,7 +3,7 @@
 #   fw+FEATURE+...: with a RingStore on an emulated 256 KB flash partition (store), a
 #   FileStore in the directory heap-fstore (filestore: the client makes it from the path),
 #   reconnect=True (reconnect), a will (will), QoS 2 both ways (qos2), 8 subscriptions
-#   (subs8), an unsubscribe (unsub).
+#   (subs8), an unsubscribe (unsub), MQTT 5 (v5: fleetwire.v5.MQTTClient).
 from heap_device import prog, feats, host, port, inbox, cb, start, step, ready
 
 
@@ -17,6 +17,8 @@ def main():
     start()
     if prog == "umqtt":
         from umqtt.simple import MQTTClient
+    elif "v5" in feats:
+        from fleetwire.v5 import MQTTClient
     else:
         from fleetwire import MQTTClient
 

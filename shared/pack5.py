@@ -15,7 +15,7 @@ except ImportError:  # CPython
 
 from .wire import CodecError
 from . import wire, wire5
-from .wire5 import fail5, again
+from .wire5 import fail5, again, check_props, check_rc, props_end
 
 _ALIAS = const(0x23)
 _AUTH = const(15)
@@ -29,6 +29,9 @@ _NO_FIT = const(33 | 0x95 << 8)
 _NO_TOPIC = const(28 | 0x82 << 8)
 _PID_RANGE = const(47 | 0x82 << 8)
 _PUBLISH = const(3)
+_PUBREL = const(6)
+_UNSUBSCRIBE = const(10)
+_TRAILING = const(23 | 0x81 << 8)
 _PUB_DUP0 = const(50 | 0x81 << 8)
 _PUB_PID0 = const(49 | 0x82 << 8)
 _P_ID = const(1 | 0x81 << 8)
@@ -45,6 +48,57 @@ _SUB_RH = const(43 | 0x82 << 8)
 _UNSUB_NONE = const(40 | 0x82 << 8)
 _WILL_PART = const(36 | 0x82 << 8)
 _WILL_QOS3 = const(37 | 0x81 << 8)
+
+
+# ---- moved here from wire5: the packers' helpers (a board's client holds none of them)
+
+
+def put_vbi(buf, i, v):
+    """Write v as a Variable Byte Integer at buf[i] -> the offset after it."""
+    while v > 127:
+        buf[i] = v & 127 | 128
+        v >>= 7
+        i += 1
+    buf[i] = v
+    return i + 1
+
+
+def check_block(t, props):
+    """Raise ProtocolError unless props, bytes-like, is exactly one property block for type t."""
+    if check_props(t, props, 0, len(props)) != len(props):
+        fail5(_TRAILING, t, len(props) - props_end(props, 0))
+
+
+def put_header(buf, t, n):
+    """Write the fixed header of a packet of type t with an n-byte body -> the offset after it;
+    buf must hold the whole packet."""
+    k = 1 + wire.varint_size(n) + n
+    if k > len(buf):
+        fail5(_NO_FIT, t, k, len(buf))
+    return wire.header(buf, t << 4 | (2 if t == _PUBREL or t == _SUBSCRIBE or t == _UNSUBSCRIBE else 0), n)
+
+
+def pack_ack(buf, t, pid, rc=0, props=b"\x00"):
+    """PUBACK, PUBREC, PUBREL or PUBCOMP (type t, the client's unless t has sender bits) with
+    packet identifier pid, reason code rc and an encoded property block: in the short forms
+    the standard allows when there is nothing to say (§3.4.2.1)."""
+    who = t if t & 0x30 else t | _BY_CLIENT
+    t &= 15
+    if not 0 < pid < 65536:
+        fail5(_PID_RANGE, t, pid)
+    check_rc(who, rc)
+    check_block(who, props)
+    if len(props) == 1:
+        if not rc:
+            return wire.pack_ack(buf, t, pid)
+        props = b""
+    i = put_header(buf, t, 3 + len(props))
+    buf[i] = pid >> 8
+    buf[i + 1] = pid & 255
+    buf[i + 2] = rc
+    i += 3
+    buf[i : i + len(props)] = props
+    return i + len(props)
 
 
 def _size(p, v):
@@ -98,7 +152,7 @@ def put_props(buf, i, t, props):
     if i + wire.varint_size(c) + c > len(buf):
         fail5(_NO_FIT, t, i + wire.varint_size(c) + c, len(buf))
     s = i
-    i = wire5.put_vbi(buf, i, c)
+    i = put_vbi(buf, i, c)
     for p, v in props:
         buf[i] = p
         i += 1
@@ -108,7 +162,7 @@ def put_props(buf, i, t, props):
         elif typ > 4:
             i = _put_str(buf, i, v)
         elif typ == 4:
-            i = wire5.put_vbi(buf, i, v)
+            i = put_vbi(buf, i, v)
         else:
             for k in range(3 if typ == 3 else typ - 1, -1, -1):
                 buf[i] = v >> (k << 3) & 255
@@ -132,7 +186,7 @@ def pack_publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, pro
         fail5(_PUB_DUP0)
     elif pid:
         fail5(_PUB_PID0)
-    wire5.check_block(_PUBLISH | who, props)
+    check_block(_PUBLISH | who, props)
     if len(topic):
         try:
             wire.check_name(topic)
@@ -141,7 +195,7 @@ def pack_publish(buf, topic, payload, qos=0, retain=False, dup=False, pid=0, pro
     elif wire5.prop(props, 0, _ALIAS) < 0:
         fail5(_NO_TOPIC)
     n = 2 + len(topic) + (2 if qos else 0) + len(props) + len(payload)
-    wire5.put_header(buf, _PUBLISH, n)
+    put_header(buf, _PUBLISH, n)
     return wire5.put_publish(buf, topic, payload, qos, retain, dup, pid, props)
 
 
@@ -165,7 +219,7 @@ def pack_connect(
     if not 0 <= keepalive <= 65535:
         fail5(_KEEPALIVE, keepalive)
     flags = 2 if clean_start else 0
-    wire5.check_block(_CONNECT | _BY_CLIENT, props)
+    check_block(_CONNECT | _BY_CLIENT, props)
     if will_topic is None:
         if will_payload is not None or will_qos or will_retain or len(will_props) > 1:
             fail5(_WILL_PART)
@@ -176,7 +230,7 @@ def pack_connect(
             again(e, 0x90)
         if will_qos != 0 and will_qos != 1 and will_qos != 2:
             fail5(_WILL_QOS3, will_qos)
-        wire5.check_block(_BY_CLIENT, will_props)
+        check_block(_BY_CLIENT, will_props)
         flags |= 4 | will_qos << 3 | (32 if will_retain else 0)
         if will_payload is None:
             will_payload = b""
@@ -201,7 +255,7 @@ def pack_connect(
             if k != 2 and k != 4:
                 wire5.utf8(s, 0, m)
             n += 2 + m
-    i = wire5.put_header(buf, _CONNECT, n)
+    i = put_header(buf, _CONNECT, n)
     buf[i : i + 7] = b"\x00\x04MQTT\x05"
     buf[i + 7] = flags
     buf[i + 8] = keepalive >> 8
@@ -225,14 +279,14 @@ def pack_reason(buf, t, rc=0, props=b"\x00"):
     who = t if t & 0x30 else t | _BY_CLIENT
     t &= 15
     wire5.check_rc(who, rc)
-    wire5.check_block(who, props)
+    check_block(who, props)
     if t == _AUTH and rc and wire5.prop(props, 0, _AUTH_METHOD) < 0:
         fail5(_AUTH_METH, rc)
     if len(props) == 1:
         props = b""
         if not rc:
             return wire.pack_empty(buf, t)
-    i = wire5.put_header(buf, t, 1 + len(props))
+    i = put_header(buf, t, 1 + len(props))
     buf[i] = rc
     i += 1
     buf[i : i + len(props)] = props
@@ -277,7 +331,7 @@ def pack_subscribe(buf, pid, filters, props=b"\x00", t=_SUBSCRIBE):
         if t == _SUBSCRIBE:
             fail5(_SUB_NONE)
         fail5(_UNSUB_NONE)
-    wire5.check_block(t | _BY_CLIENT, props)
+    check_block(t | _BY_CLIENT, props)
     n = 2 + len(props)
     for f in filters:
         if t == _SUBSCRIBE:
@@ -290,7 +344,7 @@ def pack_subscribe(buf, pid, filters, props=b"\x00", t=_SUBSCRIBE):
             except CodecError as e:
                 again(e, 0x8F)
         n += 2 + len(f)
-    i = wire5.put_header(buf, t, n)
+    i = put_header(buf, t, n)
     buf[i] = pid >> 8
     buf[i + 1] = pid & 255
     i += 2

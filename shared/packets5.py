@@ -12,10 +12,18 @@
 # The sender of a packet is not known to this module: a rule that depends on it (only a
 # client sends DISCONNECT 0x04; a client's PUBLISH has no Subscription Identifier) is wire5's
 # for the client's side, and here either side's packets are accepted.
+try:
+    from micropython import const
+except ImportError:  # CPython
+
+    def const(x):
+        return x
+
+
 from .errors import CodecError
 from .text import encode as _utf8
-from . import pack5, wire, wire5
-from .wire5 import ProtocolError, fail5
+from . import pack5, stream5, wire, wire5
+from .wire5 import ProtocolError, fail5, check_props, prop, utf8
 from .reasons5 import NAMES, PROPERTIES, reason_name
 
 MAX_REMAINING = 268435455
@@ -283,7 +291,7 @@ class _Ack(Packet):
         return reason_name(self.reason_code, self.TYPE)
 
     def pack_into(self, buf):
-        return wire5.pack_ack(
+        return pack5.pack_ack(
             buf,
             self.TYPE | EITHER,
             self.packet_id,
@@ -445,9 +453,51 @@ class Auth(_Reason):
 # ---- decoding
 
 
+# ---- readers moved here from wire5 (a board's client uses neither)
+
+_PUBLISH = const(3)
+_ALIAS = const(0x23)
+_SHORT = const(22 | 0x81 << 8)
+_CUT = const(27 | 0x81 << 8)
+_NO_TOPIC = const(28 | 0x82 << 8)
+_PUB_WILD = const(31 | 0x90 << 8)
+_PID0 = const(24 | 0x82 << 8)
+
+
+def string_end(b, i, end):
+    """The end of the length-prefixed string at b[i], its UTF-8 checked; -1 if it does not end
+    by end."""
+    if i + 2 > end:
+        return -1
+    e = i + 2 + (b[i] << 8 | b[i + 1])
+    if e > end:
+        return -1
+    utf8(b, i + 2, e)
+    return e
+
+
+def publish(first, b, n, who=0x10):
+    """PUBLISH body -> the offset of its payload. The topic is b[2:2 + u16(b, 0)] (empty when a
+    Topic Alias stands for it), then the packet identifier if QoS > 0, then the properties."""
+    if n < 3:
+        fail5(_SHORT, _PUBLISH, n)
+    te = 2 + (b[0] << 8 | b[1])
+    i = te + (2 if first & 6 else 0)
+    if i >= n:
+        fail5(_CUT, _PUBLISH, "topic")
+    if utf8(b, 2, te) < te:
+        fail5(_PUB_WILD)
+    if first & 6 and not b[te] | b[te + 1]:
+        fail5(_PID0, _PUBLISH)
+    ps = check_props(_PUBLISH | who, b, i, n)
+    if te == 2 and prop(b, i, _ALIAS) < 0:
+        fail5(_NO_TOPIC)
+    return ps
+
+
 def _string(b, i, n, key, t):
     # a length-prefixed UTF-8 string at b[i] -> (str, offset after); key names the error
-    e = wire5.string_end(b, i, n)
+    e = string_end(b, i, n)
     if e < 0:
         fail5(key, t, "string") if key == "cut" else fail5(key)
     return _s(b, i, e), e
@@ -468,7 +518,7 @@ def _end(i, n, t):
 def _connect(first, b, n):
     if n < 10:
         fail5("short", CONNECT, n)
-    e = wire5.string_end(b, 0, n)
+    e = string_end(b, 0, n)
     if e != 6 or bytes(b[2:6]) != b"MQTT":
         fail5("connect_nm", bytes(b[2 : max(e, 2)]))
     if b[6] != 5:
@@ -511,7 +561,7 @@ def _connack(first, b, n):
 
 
 def _publish(first, b, n):
-    ps = wire5.publish(first, b, n, EITHER)
+    ps = publish(first, b, n, EITHER)
     te = 2 + wire5.u16(b, 0)
     qos = first >> 1 & 3
     return Publish(
@@ -610,7 +660,7 @@ def decode(first, body, n=-1):
     wire5.ProtocolError, whose .code is the reason code for DISCONNECT."""
     if n < 0:
         n = len(body)
-    wire5.check_first_byte(first)
+    stream5.check_first_byte(first)
     return _DECODERS[first >> 4](first, body, n)
 
 
@@ -621,7 +671,7 @@ def decode_all(data, max_packet=MAX_REMAINING + 5):
     out = []
     i = 0
     while i < n:
-        x = wire5.frame(data, i, n, max_packet)
+        x = stream5.frame(data, i, n, max_packet)
         if x < 0:
             fail5("ends", data[i] >> 4, "fixed header")
         j = i + (x & 7)

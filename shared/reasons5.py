@@ -2,58 +2,11 @@
 # codec (wire5, packets5). Loaded only when an error is raised or a program asks for a
 # name, as reasons.py is for MQTT 3.1.1: a board running MQTT 5 does not hold these texts.
 from .reasons import NAMES as _NAMES
+from .codes5 import REASONS, find, reason_name  # noqa: F401  (their home: codes5)
 
 # Packet type names: 3.1.1's, type 15 is AUTH in MQTT 5, and "type" 0 stands for a CONNECT's
 # will properties (the property checks take it as a packet type).
 NAMES = ("will properties",) + _NAMES[1:15] + ("AUTH",)
-
-# Reason codes (§2.4, Table 2-6), one a line: code, name. 0x00..0x02 have names that depend on
-# the packet (reason_name() picks them).
-REASONS = """
-00 Success
-01 Granted QoS 1
-02 Granted QoS 2
-04 Disconnect with Will Message
-10 No matching subscribers
-11 No subscription existed
-18 Continue authentication
-19 Re-authenticate
-80 Unspecified error
-81 Malformed Packet
-82 Protocol Error
-83 Implementation specific error
-84 Unsupported Protocol Version
-85 Client Identifier not valid
-86 Bad User Name or Password
-87 Not authorized
-88 Server unavailable
-89 Server busy
-8a Banned
-8b Server shutting down
-8c Bad authentication method
-8d Keep Alive timeout
-8e Session taken over
-8f Topic Filter invalid
-90 Topic Name invalid
-91 Packet Identifier in use
-92 Packet Identifier not found
-93 Receive Maximum exceeded
-94 Topic Alias invalid
-95 Packet too large
-96 Message rate too high
-97 Quota exceeded
-98 Administrative action
-99 Payload format invalid
-9a Retain not supported
-9b QoS not supported
-9c Use another server
-9d Server moved
-9e Shared Subscriptions not supported
-9f Connection rate exceeded
-a0 Maximum connect time
-a1 Subscription Identifiers not supported
-a2 Wildcard Subscriptions not supported
-"""
 
 # Properties (§2.2.2.2, Table 2-4): id, name. packets5 uses each name in lower case with
 # "_" for " " as a key (topic_alias). wire5._PROPS holds their types and packets.
@@ -88,23 +41,9 @@ PROPERTIES = """
 """
 
 
-def _find(table, code):
-    # the name on the line of a two-hex-digit code, or None
-    i = table.find("\n%02x " % code)
-    return None if i < 0 else table[i + 4 : table.index("\n", i + 1)]
-
-
-def reason_name(code, t=0):
-    """The name of reason code `code` (an int) in a packet of type t: 0x00 is "Normal
-    disconnection" in DISCONNECT and "Granted QoS 0" in SUBACK, "Success" elsewhere."""
-    if code == 0:
-        return "Normal disconnection" if t == 14 else "Granted QoS 0" if t == 9 else "Success"
-    return _find(REASONS, code) or "reason code 0x%02x" % code
-
-
 def property_name(pid):
     """The name of property identifier pid (an int), as the standard writes it."""
-    return _find(PROPERTIES, pid) or "property 0x%02x" % pid
+    return find(PROPERTIES, pid) or "property 0x%02x" % pid
 
 
 # 3.1.1 rules that MQTT 5 numbers differently: an error raised by a 3.1.1 primitive that the

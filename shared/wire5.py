@@ -14,7 +14,9 @@
 #   rules whichever way it travels. A session encodes a message's properties once and keeps
 #   the block (put_publish copies it into each send).
 # - This module holds what a connection uses all along: the readers of what a client
-#   receives, and the packers of what it sends most (put_publish, pack_ack). pack5 holds
+#   receives, and the packer of what it sends most (put_publish): a board running MQTT 5
+#   holds all of this module, so nothing else is here (stream5 frames, packets5 reads a
+#   PUBLISH for the host, pack5 has pack_ack and the packers' helpers). pack5 holds
 #   the packers used when a program hands something over or once a connection (CONNECT,
 #   SUBSCRIBE, DISCONNECT, AUTH, checked PUBLISH), for a session to load only then.
 # - The packers write a whole packet into the caller's buffer, as wire.py's do: a buffer
@@ -234,43 +236,6 @@ def check_rc(t, c):
     fail5(_RC_BAD, t, c)
 
 
-def check_first_byte(b):
-    """Raise ProtocolError unless b is a valid first byte of an MQTT 5 packet: 3.1.1's rules
-    (wire.check_first_byte), and AUTH with flags 0000."""
-    if b >> 4 == _AUTH:
-        if b & 15:
-            fail5(_FLAGS, b & 15)
-        return
-    try:
-        wire.check_first_byte(b)
-    except CodecError as e:
-        again(e, 0x81)
-
-
-def frame(b, i, e, limit):
-    """wire.frame() for MQTT 5 (which also frames AUTH): the fixed header at b[i], b[i:e]
-    received -> its length + 8 x the remaining length, or -1 while it is not all there.
-    (wire.frame's first-byte check is 3.1.1's, which refuses type 15; this is its loop again
-    rather than a hook in the 3.1.1 client's hot path.)"""
-    check_first_byte(b[i])
-    n = 0
-    k = i + 1
-    shift = 0
-    while k < e:
-        c = b[k]
-        n |= (c & 127) << shift
-        k += 1
-        if c < 128:
-            k -= i
-            if n + k > limit:
-                fail5(_OVER_MAX, n + k, limit)
-            return k | n << 3
-        if k - i == 5:
-            fail5(_VBI_LONG)
-        shift += 7
-    return -1
-
-
 # ---- integers and strings in a body (b is any bytes-like; nothing is copied)
 
 
@@ -304,16 +269,6 @@ def vbi(b, i, end=_BIG):
     return v
 
 
-def put_vbi(buf, i, v):
-    """Write v as a Variable Byte Integer at buf[i] -> the offset after it."""
-    while v > 127:
-        buf[i] = v & 127 | 128
-        v >>= 7
-        i += 1
-    buf[i] = v
-    return i + 1
-
-
 def utf8(b, i, end):
     """wire.check_utf8 in MQTT 5's terms: b[i:end] is an MQTT string -> the offset of its first
     wildcard, or end."""
@@ -321,18 +276,6 @@ def utf8(b, i, end):
         return wire.check_utf8(b, i, end)
     except CodecError as e:
         again(e, 0x81)
-
-
-def string_end(b, i, end):
-    """The end of the length-prefixed string at b[i], its UTF-8 checked; -1 if it does not end
-    by end."""
-    if i + 2 > end:
-        return -1
-    e = i + 2 + (b[i] << 8 | b[i + 1])
-    if e > end:
-        return -1
-    utf8(b, i + 2, e)
-    return e
 
 
 # ---- properties
@@ -444,24 +387,9 @@ def props_end(b, i):
     return i + wire.varint_size(v) + v
 
 
-def check_block(t, props):
-    """Raise ProtocolError unless props, bytes-like, is exactly one property block for type t."""
-    if check_props(t, props, 0, len(props)) != len(props):
-        fail5(_TRAILING, t, len(props) - props_end(props, 0))
-
-
 def _end(i, n, t):
     if i != n:
         fail5(_TRAILING, t, n - i)
-
-
-def put_header(buf, t, n):
-    """Write the fixed header of a packet of type t with an n-byte body -> the offset after it;
-    buf must hold the whole packet."""
-    k = 1 + wire.varint_size(n) + n
-    if k > len(buf):
-        fail5(_NO_FIT, t, k, len(buf))
-    return wire.header(buf, t << 4 | (2 if t == _PUBREL or t == _SUBSCRIBE or t == _UNSUBSCRIBE else 0), n)
 
 
 # ---- the client's hot packers (pack5 has the others, and the property writer)
@@ -490,29 +418,6 @@ def put_publish(buf, topic, payload, qos, retain, dup, pid, props=b"\x00"):
     if i + pl <= len(buf):
         buf[i : i + pl] = payload
     return i + pl
-
-
-def pack_ack(buf, t, pid, rc=0, props=b"\x00"):
-    """PUBACK, PUBREC, PUBREL or PUBCOMP (type t, the client's unless t has sender bits) with
-    packet identifier pid, reason code rc and an encoded property block: in the short forms
-    the standard allows when there is nothing to say (§3.4.2.1)."""
-    who = t if t & 0x30 else t | _BY_CLIENT
-    t &= 15
-    if not 0 < pid < 65536:
-        fail5(_PID_RANGE, t, pid)
-    check_rc(who, rc)
-    check_block(who, props)
-    if len(props) == 1:
-        if not rc:
-            return wire.pack_ack(buf, t, pid)
-        props = b""
-    i = put_header(buf, t, 3 + len(props))
-    buf[i] = pid >> 8
-    buf[i + 1] = pid & 255
-    buf[i + 2] = rc
-    i += 3
-    buf[i : i + len(props)] = props
-    return i + len(props)
 
 
 # ---- readers: what a client receives (body b[:n], fixed header removed), all checked
@@ -567,25 +472,6 @@ def suback(t, b, n):
     for k in range(i, n):
         check_rc(who, b[k])
     return i
-
-
-def publish(first, b, n, who=_BY_SERVER):
-    """PUBLISH body -> the offset of its payload. The topic is b[2:2 + u16(b, 0)] (empty when a
-    Topic Alias stands for it), then the packet identifier if QoS > 0, then the properties."""
-    if n < 3:
-        fail5(_SHORT, _PUBLISH, n)
-    te = 2 + (b[0] << 8 | b[1])
-    i = te + (2 if first & 6 else 0)
-    if i >= n:
-        fail5(_CUT, _PUBLISH, "topic")
-    if utf8(b, 2, te) < te:
-        fail5(_PUB_WILD)
-    if first & 6 and not b[te] | b[te + 1]:
-        fail5(_PID0, _PUBLISH)
-    ps = check_props(_PUBLISH | who, b, i, n)
-    if te == 2 and prop(b, i, _ALIAS) < 0:
-        fail5(_NO_TOPIC)
-    return ps
 
 
 def reason(t, b, n):

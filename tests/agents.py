@@ -16,11 +16,11 @@ from support import device_command  # noqa: E402
 
 
 class Agent:
-    def __init__(self, interp, board_lib, client_id, front="blocking"):
+    def __init__(self, interp, board_lib, client_id, front="blocking", extra_heap_kb=0):
         self.interp = interp
         self.client_id = client_id
         self.front = front
-        cmd, env = device_command(interp, board_lib, AGENT)
+        cmd, env = device_command(interp, board_lib, AGENT, extra_heap_kb)
         self.proc = subprocess.Popen(
             cmd + [front],
             stdin=subprocess.PIPE,
@@ -99,15 +99,17 @@ def front(request):
 @pytest.fixture
 def device(interp, board_lib, request):
     """device(client_id) -> a running Agent on the interpreter under test (and the front
-    under test, for a test that takes `front`; else MQTTClient)."""
+    under test, for a test that takes `front`; else MQTTClient). A test module's
+    EXTRA_HEAP_KB ({front: KB}) gives its agents that much more heap (and says why)."""
     agents = []
     n = [0]
     fr = request.getfixturevalue("front") if "front" in request.fixturenames else "blocking"
+    extra = getattr(request.module, "EXTRA_HEAP_KB", {}).get(fr, 0)
 
     def make(client_id=None):
         n[0] += 1
         cid = client_id or "%s-%s-%d" % (request.node.name[:30], interp[:2], n[0])
-        a = Agent(interp, board_lib, cid, fr)
+        a = Agent(interp, board_lib, cid, fr, extra)
         agents.append(a)
         return a
 

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.micropython
 
 PROGRAM = r"""
 import gc
-from fleetwire.codec import wire5
+from fleetwire.codec import pack5, packets5, stream5, wire5
 
 buf = bytearray(1200)
 topic = b"fleet/dev-1/telemetry"
@@ -40,19 +40,19 @@ def publish_qos1_1k():
 
 
 def receive_publish():
-    x = wire5.frame(rx, 0, len(rx), 256)
-    ps = wire5.publish(rx[0], rx_body, x >> 3)
+    x = stream5.frame(rx, 0, len(rx), 256)
+    ps = packets5.publish(rx[0], rx_body, x >> 3)
     return (x & 7) * 10000 + ps * 100 + wire5.u16(rx_body, wire5.prop(rx_body, 7, 0x23))
 
 
 def receive_puback():
-    x = wire5.frame(puback, 0, 5, 256)
+    x = stream5.frame(puback, 0, 5, 256)
     v = wire5.ack(puback[0] >> 4, puback_body, x >> 3)
     return (v & 0xFFFF) * 1000 + (v >> 16)
 
 
 def send_puback():
-    return wire5.pack_ack(buf, 4, 7, 0x80) * 10 + wire5.pack_ack(buf, 4, 8)
+    return pack5.pack_ack(buf, 4, 7, 0x80) * 10 + pack5.pack_ack(buf, 4, 8)
 
 
 def measure(name, f):

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from fleetwire import reasons as client_reasons
-from fleetwire.codec import reasons, reasons5, wire, wire5
+from fleetwire.codec import packets5, reasons, reasons5, wire, wire5
 from fleetwire.codec.errors import CodecError, rule
 from fleetwire.codec.packets import PUBREC
 from fleetwire.errors import ProtocolError
@@ -199,7 +199,7 @@ def test_the_mqtt5_modules_name_each_error_by_its_line_and_its_reason_code(name)
 def test_an_mqtt5_error_says_what_and_the_rule_and_carries_the_reason_code_for_disconnect():
     body = b"\x00\x01t\x03\x23\x00\x00"  # PUBLISH "t" with Topic Alias 0
     with pytest.raises(wire5.ProtocolError) as e:
-        wire5.publish(0x30, body, len(body))
+        packets5.publish(0x30, body, len(body))
     assert str(e.value) == "Topic Alias 0 is not allowed [MQTT-3.3.2-8]"
     assert e.value.code == 0x94  # Topic Alias invalid
     assert isinstance(e.value, CodecError) and rule(e.value) == "MQTT-3.3.2-8"

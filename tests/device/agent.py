@@ -52,7 +52,7 @@ else:
 v = None
 inbox = []
 events = []  # the last few events, as text (bounded: a long sweep must not fill the heap)
-counts = {"lost": 0, "connected": 0, "retry": 0, "discarded": 0}
+counts = {"lost": 0, "connected": 0, "retry": 0, "discarded": 0, "refused": 0}
 
 
 def event(kind, text):
@@ -117,7 +117,12 @@ def run(cmd):
             kw["timeout"] = cmd["io_timeout"]
         c = None  # a client made anew: the old one goes first (a tight heap holds one)
         gc.collect()
-        c = (AsyncClient if AIO else MQTTClient)(
+        K = AsyncClient if AIO else MQTTClient
+        if "v5" in cmd:  # MQTT 5: its options, and its events as text (agent_v5.py)
+            from agent_v5 import init
+
+            K = init(cmd, kw, event)
+        c = K(
             cmd["id"],
             cmd["host"],
             cmd["port"],
@@ -132,6 +137,8 @@ def run(cmd):
         c.on_connect = lambda present: event("connected", "connected: %d" % present)
         c.on_reconnect = lambda n, ms: event("retry", "retry %d in %d ms" % (n, ms))
         c.on_discarded = lambda t, m, q: event("discarded", "discarded: %s" % m.decode())
+        if "v5" in cmd:
+            c.on_refused = lambda pid, code: event("refused", "refused: %d 0x%02x" % (pid, code))
         return {}
     if op == "will":
         c.set_last_will(cmd["topic"], cmd["msg"], cmd.get("retain", False), cmd.get("qos", 0))
@@ -303,6 +310,10 @@ def run(cmd):
         got = inbox[:]
         del inbox[:]
         return {"op": op, "msgs": got}
+    if op[:3] == "v5_":
+        from agent_v5 import run as v5_run
+
+        return v5_run(cmd, c, aw, drive)
     if op[:6] == "crash_":
         # crash records, in a module of their own: each line here is bytecode in the tests'
         # 80 KB heap, where a tight one (the asyncio front's keepalive text) has ~1 KB to spare

@@ -37,6 +37,8 @@ elif scenario == "crash":
     from fleetwire import crashrun
 
     crashrun.install("1.0.0", 1)
+elif scenario == "v5":
+    from fleetwire.v5 import MQTTClient
 c = MQTTClient("loading-" + scenario, host, port, keepalive=30, **kw)
 c.set_callback(lambda t, m: None)
 step("construct")

@@ -43,11 +43,22 @@ FEATURES = {
     "crashsend",  # a boot's crash records to flash and to the broker: the runner's
     "crashfile",  # crash records in a file where a port has no RTC memory (the unix port)
     "crashprint",  # print() feeding the crash record's log: "crash_print": true
+    "v5",  # the MQTT 5 client (fleetwire.v5.MQTTClient)
+    "v5x",  # its CONNECT/CONNACK and error wording, loaded for the call
+    "aio5",  # the MQTT 5 asyncio client (fleetwire.aio5.AsyncClient)
+    "errkinds5",  # MQTT 5's error classes, with the first one raised
 }
 # what the plain program loads, all of it at import
 PLAIN = {"client", "session", "codec", "codec.wire", "codec.errors", "codec.text", "codec.topics"}
 # the MQTT 5 codec: a 3.1.1 program loads none of it, whatever options it uses
-MQTT5 = {"codec.wire5", "codec.pack5", "codec.packets5", "codec.stream5", "codec.reasons5"}
+MQTT5 = {
+    "codec.wire5",
+    "codec.pack5",
+    "codec.packets5",
+    "codec.stream5",
+    "codec.reasons5",
+    "codec.codes5",
+}
 
 
 def test_the_mqtt5_set_names_every_mqtt5_module_of_the_codec():
@@ -113,6 +124,17 @@ def test_each_option_or_call_loads_its_own_module(board_lib, mosquitto, scenario
     assert not got & MQTT5, s
     assert s[step] - PLAIN == modules, s
     assert got == modules, s  # and nothing else, at no other step
+
+
+@pytest.mark.micropython
+def test_an_mqtt_5_program_loads_its_client_at_construct_and_its_connect_packer_for_the_connect(
+    board_lib, mosquitto
+):
+    s = steps(board_lib, mosquitto, "v5")
+    assert s["construct"] - PLAIN == {"v5", "codec.wire5"}, s
+    assert s["connect"] - PLAIN == set(), s  # CONNECT's packer (pack5) is loaded and let go
+    for step in ("subscribe", "publish", "receive", "disconnect"):
+        assert s[step] == set(), s
 
 
 @pytest.mark.micropython

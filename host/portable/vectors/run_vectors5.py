@@ -8,7 +8,7 @@ import gc
 import json
 from binascii import unhexlify
 
-from fleetwire.codec import packets5, pack5, wire5
+from fleetwire.codec import packets5, pack5, stream5, wire5
 from fleetwire.codec.errors import rule
 from fleetwire.codec.stream5 import PacketReader5
 
@@ -106,14 +106,14 @@ def check_packet(v):
 
 def client_reads(data):
     # what the client's readers (wire5) make of one packet from the server
-    x = wire5.frame(data, 0, len(data), len(data))
+    x = stream5.frame(data, 0, len(data), len(data))
     b = data[x & 7 :]
     n = x >> 3
     t = data[0] >> 4
     if t == 2:
         return wire5.connack(b, n)
     if t == 3:
-        return wire5.publish(data[0], b, n)
+        return packets5.publish(data[0], b, n)
     if 4 <= t <= 7:
         return wire5.ack(t, b, n)
     if t == 9 or t == 11:
@@ -132,7 +132,7 @@ def client_sends(p):
             buf, p.topic.encode(), p.payload, p.qos, p.retain, p.dup, p.packet_id or 0, props
         )
     if 4 <= t <= 7:
-        return wire5.pack_ack(buf, t, p.packet_id, p.reason_code, props)
+        return pack5.pack_ack(buf, t, p.packet_id, p.reason_code, props)
     return pack5.pack_reason(buf, t, p.reason_code, props)
 
 
