@@ -228,11 +228,7 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
         # before connect(): the documents that waited at the broker come right after CONNACK
         from .desired import State
 
-        st = State(
-            cfg["device_id"],
-            lambda t, p: client.publish(t, p, True, 1, block=False),
-            max_doc=cfg.get("max_doc", 8192),
-        )
+        st = State(cfg["device_id"], lambda t, p: client.publish(t, p, True, 1, block=False))
         st.due = True
         apply = _remote(vitals, loop)
         try:
@@ -244,7 +240,7 @@ def _serve(cfg, client, vitals, ota, trial, t0, ctx, cap):
     if cfg.get("commands"):
         from .cmd import enable as commands
 
-        cmds = commands(client, cfg["device_id"], callback=route, max_doc=cfg.get("max_doc", 8192))
+        cmds = commands(client, cfg["device_id"], callback=route)
         cmds.on("reboot", lambda a: reboot.append(1) or "rebooting")
         if app is not None and hasattr(app, "commands"):
             app.commands(cmds)  # the app's own: cmds.on(name, fn)
