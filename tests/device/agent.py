@@ -52,7 +52,7 @@ else:
 v = None
 inbox = []
 events = []  # the last few events, as text (bounded: a long sweep must not fill the heap)
-counts = {"lost": 0, "connected": 0, "retry": 0, "discarded": 0, "refused": 0}
+counts = {"lost": 0, "connected": 0, "retry": 0, "discarded": 0}
 
 
 def event(kind, text):
@@ -118,10 +118,10 @@ def run(cmd):
         c = None  # a client made anew: the old one goes first (a tight heap holds one)
         gc.collect()
         K = AsyncClient if AIO else MQTTClient
-        if "v5" in cmd:  # MQTT 5: its options, and its events as text (agent_v5.py)
-            from agent_v5 import init
+        if "v5" in cmd:  # MQTT 5 (agent_v5.py): its client, options and events; none of it here,
+            from agent_v5 import init  # where each line is bytecode in the 80 KB heap
 
-            K = init(cmd, kw, event)
+            K = init(cmd, kw, event, counts)
         c = K(
             cmd["id"],
             cmd["host"],
@@ -137,8 +137,6 @@ def run(cmd):
         c.on_connect = lambda present: event("connected", "connected: %d" % present)
         c.on_reconnect = lambda n, ms: event("retry", "retry %d in %d ms" % (n, ms))
         c.on_discarded = lambda t, m, q: event("discarded", "discarded: %s" % m.decode())
-        if "v5" in cmd:
-            c.on_refused = lambda pid, code: event("refused", "refused: %d 0x%02x" % (pid, code))
         return {}
     if op == "will":
         c.set_last_will(cmd["topic"], cmd["msg"], cmd.get("retain", False), cmd.get("qos", 0))

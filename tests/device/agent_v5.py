@@ -3,8 +3,8 @@
 import sys
 
 
-def init(cmd, kw, event):
-    # the class to make, and MQTT 5's options into kw
+def init(cmd, kw, event, counts):
+    # the class to make (its refusals reported as events), and MQTT 5's options into kw
     for k in ("session_expiry", "max_packet"):
         if k in cmd:
             kw[k] = cmd[k]
@@ -12,7 +12,13 @@ def init(cmd, kw, event):
         from fleetwire.aio5 import AsyncClient as K
     else:
         from fleetwire.v5 import MQTTClient as K
-    return K
+    counts["refused"] = 0
+
+    class C(K):
+        def on_refused(self, pid, code):
+            event("refused", "refused: %d 0x%02x" % (pid, code))
+
+    return C
 
 
 got = []
