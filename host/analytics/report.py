@@ -266,15 +266,11 @@ NO_LATENCY = (
 )
 
 
-def named(row):
-    from fleetwire.host.analytics.crashes import named
-
-    return named(row)
-
-
 def crashes(d, top=TOP_CRASHES):
     """The "Why boards crash" section: per release (newest first), its crash-free devices and its
     top signatures, each with a sample traceback and log tail."""
+    from fleetwire.host.analytics.crashes import named
+
     e = html.escape
     sig, rel = d["crash_signatures"], d["crash_releases"]
     if not len(sig):
