@@ -36,21 +36,19 @@ def _text(e):
 
 
 class Commands:
-    """Commands(device_id, send, journal="cmd.json", keep=16, max_packet=1024, clock=None,
-    max_doc=8192).
+    """Commands(device_id, send, journal="cmd.json", keep=16, max_packet=1024, clock=None).
 
     on(name, fn) registers a handler: fn(args) -> a result JSON can write; an exception it
     raises is the answer's error. handle(topic, msg, rest=0) takes a message or a piece of one
     longer than max_packet (rest: client.rest) (-> True if it was this board's command); a
-    command up to max_doc bytes is joined and run, a longer one answered with an error.
+    long one is joined on flash (journal + ".in") and run, and one this heap or flash has no
+    room for is answered with an error.
     send(topic, payload) publishes an answer at QoS 1 (-> packet id); delivered(pid) says an
     answer arrived; step() sends the answers still due."""
 
     p = None  # fleetwire.pieces.Pieces, from the first command longer than max_packet
 
-    def __init__(
-        self, device_id, send, journal="cmd.json", keep=16, max_packet=1024, clock=None, max_doc=8192
-    ):
+    def __init__(self, device_id, send, journal="cmd.json", keep=16, max_packet=1024, clock=None):
         self.t_run = ("fleet/%s/cmd/run" % device_id).encode()
         self.t_ans = ("fleet/%s/answer" % device_id).encode()
         self.send = send
@@ -58,7 +56,6 @@ class Commands:
         self.path = journal
         self.keep = keep
         self.room = max_packet - len(self.t_ans) - 8  # what an answer may take
-        self.cap = max_doc
         self.clock = clock or now
         self.out = {}  # packet id -> the id of the answer it carries
         try:
@@ -109,19 +106,22 @@ class Commands:
                 if not self.p:
                     from .pieces import Pieces
 
-                    self.p = Pieces(self.cap)
-                msg = self.p.feed(msg, rest)
+                    self.p = Pieces(self.path + ".in")
+                c = self.p.feed(msg, rest)
                 if rest:
                     return True
-                if msg is None:
-                    p = self.p
-                    return self._refuse(p.head, "command of %d bytes over max_doc (%d)" % (p.over, self.cap))
-            c = json.loads(bytes(msg))
+            else:
+                c = json.loads(bytes(msg))
             cid = c["id"]
             if not isinstance(cid, str) or not 0 < len(cid) <= 64:
                 raise ValueError("id must be 1 to 64 characters")
-        except MemoryError:  # a command this heap cannot hold or read: answered, the board goes on
-            return self._refuse(bytes(msg[:128]), "no room for a command of %d bytes" % len(msg))
+        except (MemoryError, OSError) as e:  # no room on this heap or flash: answered, it goes on
+            p = self.p
+            h = p.head if p and p.t > len(msg) else bytes(msg[:128])
+            w = "in the heap" if isinstance(e, MemoryError) else "on flash"
+            return self._refuse(
+                h, "no room %s for a command of %d bytes: %s" % (w, p.t if p else len(msg), _text(e))
+            )
         except (ValueError, KeyError, TypeError) as e:
             print("cmd: a command without a usable id dropped:", _text(e))
             return True

@@ -19,24 +19,23 @@ import json
 
 
 class State:
-    """State(device_id, send, path="state.json", max_doc=8192).
+    """State(device_id, send, path="state.json").
 
     on(section, fn): fn(value) applies a section that changed (value None: removed); an
     exception it raises is reported. get(section, default) reads the applied document.
     handle(topic, msg, rest=0) takes a message or a piece of one longer than max_packet (rest:
-    client.rest) (-> True if it was this board's desired state); a document up to max_doc
-    bytes is joined, a longer one reported as an error. send(topic, payload) publishes the
-    reported state (QoS 1, retained)."""
+    client.rest) (-> True if it was this board's desired state); a long one is joined on flash
+    (path + ".in"), and one this heap or flash has no room for is reported as an error.
+    send(topic, payload) publishes the reported state (QoS 1, retained)."""
 
     p = None  # fleetwire.pieces.Pieces, from the first document longer than max_packet
 
-    def __init__(self, device_id, send, path="state.json", max_doc=8192):
+    def __init__(self, device_id, send, path="state.json"):
         self.t_des = ("fleet/%s/cmd/desired" % device_id).encode()
         self.t_rep = ("fleet/%s/reported" % device_id).encode()
         self.send = send
         self.path = path
         self.h = {}
-        self.cap = max_doc
         self.error = None
         self.due = False  # a report to send (step())
         try:
@@ -54,26 +53,29 @@ class State:
     def handle(self, topic, msg, rest=0):
         if topic != self.t_des:
             return False
+        if not (msg or rest):  # the retained document withdrawn: the board keeps what it applied
+            return True
         try:
             if rest or self.p:
                 if not self.p:
                     from .pieces import Pieces
 
-                    self.p = Pieces(self.cap)
-                msg = self.p.feed(msg, rest)
+                    self.p = Pieces(self.path + ".in")
+                d = self.p.feed(msg, rest)
                 if rest:
                     return True
-                if msg is None:
-                    raise ValueError("%d bytes, over max_doc (%d)" % (self.p.over, self.cap))
-            if not msg:  # the retained document withdrawn: the board keeps what it applied
-                return True
-            d = json.loads(bytes(msg))
+            else:
+                d = json.loads(bytes(msg))
             v = d["version"]
             new = d["state"]
             if not isinstance(v, int) or isinstance(v, bool) or not isinstance(new, dict):
                 raise ValueError("version must be an integer, state an object")
-        except (ValueError, KeyError, TypeError, MemoryError) as e:  # the board goes on, and says why
-            self.error = "desired state unreadable: %s" % e
+        except (ValueError, KeyError, TypeError, MemoryError, OSError) as e:  # it goes on, and says why
+            self.error = "desired state of %d bytes unreadable: %s: %s" % (
+                self.p.t if self.p else len(msg),
+                type(e).__name__,
+                e,
+            )
             self.due = True
             return True
         if v <= self.doc["version"]:
@@ -113,8 +115,8 @@ class State:
                 self.send(self.t_rep, json.dumps(r))
                 self.due = False
                 return
-            except ValueError:  # longer than max_packet: the version and error are the report
-                r["state"] = None
+            except (ValueError, MemoryError):  # longer than max_packet, or than the heap can
+                r["state"] = None  # write: the version and error are the report
             except Exception as e:  # noqa: BLE001 - a full queue: the next step tries again
                 print("desired: report waits:", e)
                 return

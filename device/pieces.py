@@ -1,43 +1,64 @@
 # fleetwire.pieces: a message longer than the client's max_packet reaches the callback in pieces,
-# with client.rest the bytes still to come after each. Commands and desired state need a message
-# whole: they load this module with the first long one, and join its pieces here in one buffer
-# of the message's length, allocated up to `cap` bytes only (a length field never sizes an
-# allocation past what the program allowed). A longer one is read to its end and given as
-# None, its length in .over and its first bytes in .head, so the module can say why it was not
-# taken. A piece that does not continue the message begun starts a new one: the one begun was
-# cut off with its connection, and the broker sends it again whole.
+# with client.rest the bytes still to come after each. Commands and desired state need a JSON
+# document whole: they load this module with the first long one, which writes its pieces to a
+# file on flash as they come (as the OTA agent writes an image) and parses it from there, so
+# the heap holds only the parsed result, never the text, and no length field sizes an
+# allocation. The only limits are the flash's room and the heap's room for the result: a
+# document that does not fit is read to its end and raises OSError (flash) or MemoryError
+# (heap) after its last piece, with its length in .t and its first bytes in .head, so the
+# module can say why it was not taken. A piece that does not continue the message begun
+# starts a new one: the one begun was cut off with its connection, and the broker sends it
+# again whole (a power cut leaves a partial file, which the next long message overwrites).
+import json
 
 
 class Pieces:
-    def __init__(self, cap):
-        self.cap = cap
-        self.t = self.n = self.over = 0  # the message's length, the bytes of it so far
-        self.b = self.head = None
+    def __init__(self, path):
+        self.path = path
+        self.t = self.n = 0  # the message's length, the bytes of it so far
+        self.f = self.e = self.head = None
 
     def feed(self, msg, rest):
-        """A piece and client.rest -> the whole message after its last piece (None before, and
-        None for one longer than cap)."""
+        """A piece and client.rest -> None before the last piece, then the parsed document (it
+        raises what parsing or the flash raised)."""
         n = len(msg)
-        if not self.t or self.n + n + rest != self.t:
+        if self.n == self.t or self.n + n + rest != self.t:  # none begun, or a new one
+            self._close()
+            self.t = n + rest
+            self.n = 0
             if not rest:
-                self.t = 0
-                return msg  # whole already
-            self.t = t = n + rest
-            self.n = self.over = 0
-            self.b = None
+                self.n = n
+                return json.loads(bytes(msg))  # whole already
+            self.e = None
             self.head = bytes(msg[:128])
-            if t > self.cap:
-                self.over = t
-            else:
-                try:
-                    self.b = bytearray(t)
-                except MemoryError:
-                    self.over = t
-        if self.b is not None:
-            self.b[self.n : self.n + n] = msg
+            try:
+                self.f = open(self.path, "wb")
+            except OSError as e:
+                self.e = e
+        if self.f:
+            try:
+                self.f.write(msg)
+            except OSError as e:  # the flash is full: read on to the end, then say so
+                self.e = e
+                self._close()
         self.n += n
         if rest:
             return None
-        self.t = 0
-        b, self.b = self.b, None
-        return b
+        self._close()
+        try:
+            if self.e:
+                raise self.e
+            with open(self.path) as f:
+                return json.load(f)
+        finally:
+            import os
+
+            try:
+                os.remove(self.path)
+            except OSError:
+                pass
+
+    def _close(self):
+        if self.f:
+            self.f.close()
+            self.f = None

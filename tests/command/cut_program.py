@@ -6,9 +6,9 @@
 # workload finishes. What the world outside the board knows (a handler's effects, the
 # answers the broker took, the sections applied) survives the cut.
 #
-#   micropython cut_program.py cmd|state
+#   micropython cut_program.py cmd|state|full
 # Prints "cut k clean|partial ..." per cut and "done <what> ops=N cuts=M ..."; a broken promise
-# raises (exit 1).
+# raises (exit 1). `full`: a long command on a flash with no room for it (no cut).
 import gc
 import json
 import os
@@ -51,8 +51,20 @@ class World:
         self.flight = {}  # answer packet id -> command id (not yet acknowledged)
 
 
+LONG = 3  # this command is longer than max_packet: it comes in pieces, joined on flash
+PIECE = 256
+
+
 def command(k):
-    return json.dumps({"id": "c%d" % k, "name": "mark", "args": {"n": k}, "deadline": None}).encode()
+    args = {"n": k, "pad": "p" * 700} if k == LONG else {"n": k}
+    return json.dumps({"id": "c%d" % k, "name": "mark", "args": args, "deadline": None}).encode()
+
+
+def deliver(c, k):
+    # as the client hands a message over: a long one in pieces, with the bytes still to come
+    m = memoryview(command(k))
+    for i in range(0, len(m), PIECE):
+        c.handle(c.t_run, m[i : i + PIECE], max(0, len(m) - i - PIECE))
 
 
 def board(w):
@@ -83,11 +95,11 @@ def acks(w, c):
 def cmd_workload(w, c, start=0):
     for k in range(start, N):
         if not w.acked[k]:
-            c.handle(c.t_run, command(k))
+            deliver(c, k)
             w.acked[k] = 1
         acks(w, c)
         if k == 2:  # the broker sends one again (a lost PUBACK): it does not run again
-            c.handle(c.t_run, command(1))
+            deliver(c, 1)
 
 
 def cmd_check(w):
@@ -136,7 +148,7 @@ def cmd_main():
             acks(w, c)
             first = sum(w.acked)
             for j in range(first, N):  # the broker redelivers what was not acknowledged
-                c.handle(c.t_run, command(j))
+                deliver(c, j)
                 w.acked[j] = 1
                 acks(w, c)
             cmd_check(w)
@@ -223,4 +235,24 @@ def state_main():
     print("done state ops=%d cuts=%d boots=%s" % (total, cuts, sorted(kept.items())))
 
 
-cmd_main() if sys.argv[1] == "cmd" else state_main()
+def full_main():
+    # a flash with three blocks left: a command longer than that is answered why (its pieces
+    # read to the end), and the board goes on
+    f = NorFlash(12)
+    vfs.VfsLfs2.mkfs(f)
+    mount(f)
+    with open("filler", "wb") as g:
+        st = os.statvfs("/flash")
+        g.write(bytearray((st[3] - 3) * st[0]))
+    w = World()
+    c = board(w)
+    m = json.dumps({"id": "big", "name": "mark", "args": {"n": 0, "pad": "p" * 20000}}).encode()
+    v = memoryview(m)
+    for i in range(0, len(m), PIECE):
+        c.handle(c.t_run, v[i : i + PIECE], max(0, len(m) - i - PIECE))
+    deliver(c, 1)
+    acks(w, c)
+    print("answers", json.dumps(w.answers), "ran", w.ran, "left", os.listdir())
+
+
+{"cmd": cmd_main, "state": state_main, "full": full_main}[sys.argv[1]]()

@@ -4,6 +4,7 @@ mosquitto, the operator's side through fleetwire.host.command (board_program.py)
 
 import collections
 import os
+import re
 import subprocess
 import threading
 import time
@@ -99,12 +100,19 @@ def test_a_command_is_answered_with_its_result_or_an_error_that_says_why(board, 
     b.wait()
 
 
-def test_a_command_longer_than_max_packet_runs_and_one_longer_than_max_doc_is_answered_why(board, op):
-    # max_packet 1024 (the default): a longer command comes in pieces, joined up to max_doc
+def test_a_long_command_is_joined_on_flash_and_runs_and_one_past_the_heap_is_answered_why(board, op):
+    # max_packet 1024 (the default): a longer command comes in pieces, written to flash as they
+    # come and parsed from there, so only the parsed command takes heap (80 KB here, about 30 KB
+    # of it free): 12 KB of text, 120 strings once parsed
     b = board("long").start()
     assert op.run([b.name], "size", {"blob": "x" * 2500}, timeout=30)[b.name]["result"] == 2500
-    a = op.run([b.name], "size", {"blob": "x" * 9000}, timeout=30)[b.name]
-    assert a["status"] == "error" and "bytes over max_doc (8192)" in a["error"], a
+    assert op.run([b.name], "size", {"blob": ["x" * 100] * 120}, timeout=30)[b.name]["result"] == 120
+    assert not (b.flash / "cmd.json.in").exists()  # the joined text is gone once parsed
+    a = op.run([b.name], "size", {"blob": "x" * 200000}, timeout=60)[b.name]
+    assert a["status"] == "error", a
+    assert re.fullmatch(
+        r"no room in the heap for a command of 2000\d\d bytes: MemoryError: .*", a["error"]
+    ), a
     assert op.run([b.name], "add", {"a": 1, "b": 2}, timeout=30)[b.name]["result"] == 3  # and on
     op.run([b.name], "stop", timeout=30)
     b.wait()
@@ -112,12 +120,12 @@ def test_a_command_longer_than_max_packet_runs_and_one_longer_than_max_doc_is_an
 
 def test_a_desired_document_longer_than_max_packet_is_applied_and_reported_by_version(board, op):
     b = board("bigstate").start()
-    v = op.set_desired([b.name], {"config": {"period_s": 20}, "note": "n" * 2000})
+    v = op.set_desired([b.name], {"config": {"period_s": 20}, "notes": ["n" * 100] * 100})
     assert op.wait_converged([b.name], 30) == [], op.drift([b.name])
     assert b.applied()[-1] == "%d 20" % v[b.name]
     # its report would not fit max_packet: the version and the error say it converged
     assert op.reported(b.name) == {"version": v[b.name], "state": None, "error": None}
-    op.set_desired([b.name], {"config": None, "note": None})
+    op.set_desired([b.name], {"config": None, "notes": None})
     op.run([b.name], "stop", timeout=30)
     b.wait()
 

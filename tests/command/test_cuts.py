@@ -4,6 +4,7 @@ half-way: after the boot no command runs twice, every one is answered, each answ
 every time it is sent; the state never goes back, no version is applied twice, and it
 converges to the newest."""
 
+import json
 import os
 import re
 import subprocess
@@ -51,3 +52,16 @@ def test_a_cut_at_every_flash_operation_of_the_state_file_never_goes_back_nor_ap
     assert ops >= 4 and cuts == 2 * ops
     boots = dict(eval(m.group(3)))  # noqa: S307 - our own program's list of (version, count)
     assert len(boots) > 2  # cuts left the old document and the new, each whole
+
+
+def test_a_long_command_the_flash_has_no_room_for_is_answered_why_and_the_next_runs(board_lib, tmp_path):
+    out = run(board_lib, tmp_path, "full")
+    m = re.search(r"answers (.*) ran (.*) left (.*)", out)
+    assert m, out[-2000:]
+    answers, ran, left = json.loads(m.group(1)), eval(m.group(2)), eval(m.group(3))  # noqa: S307
+    (big,) = answers["big"]
+    assert big["status"] == "error" and big["error"].startswith("no room on flash for a command of 20"), big
+    assert "OSError" in big["error"], big
+    assert ran[0] == 0 and ran[1] == 1  # the long one did not run; the next did
+    assert [a["status"] for a in answers["c1"]] == ["ok"]
+    assert sorted(left) == ["cmd.json", "filler"]  # the pieces' file is gone
