@@ -15,12 +15,31 @@ AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "device", "agen
 from support import device_command  # noqa: E402
 
 
+@pytest.fixture(scope="session")
+def agent_lib(tmp_path_factory):
+    """The agent programs (tests/device/agent*.py) compiled by mpy-cross, as a board holds a
+    program: compiled from source, their bytecode took the device heap's margin (an asyncio
+    test then failed now and then for want of 3 KB) -> the directory for MICROPYPATH."""
+    import glob
+
+    from fleetwire.host.rig.build import mpy_cross_command
+
+    out = str(tmp_path_factory.mktemp("agents"))
+    for src in glob.glob(os.path.join(os.path.dirname(AGENT), "agent*.py")):
+        dst = os.path.join(out, os.path.basename(src)[:-3] + ".mpy")
+        subprocess.run([mpy_cross_command(), "-O3", "-o", dst, src], check=True)
+    return out
+
+
 class Agent:
-    def __init__(self, interp, board_lib, client_id, front="blocking", extra_heap_kb=0):
+    def __init__(self, interp, board_lib, client_id, front="blocking", extra_heap_kb=0, agent_lib=None):
         self.interp = interp
         self.client_id = client_id
         self.front = front
         cmd, env = device_command(interp, board_lib, AGENT, extra_heap_kb)
+        if interp == "micropython" and agent_lib:
+            cmd[-1:] = ["-m", "agent"]
+            env["MICROPYPATH"] = agent_lib + os.pathsep + env["MICROPYPATH"]
         self.proc = subprocess.Popen(
             cmd + [front],
             stdin=subprocess.PIPE,
@@ -97,7 +116,7 @@ def front(request):
 
 
 @pytest.fixture
-def device(interp, board_lib, request):
+def device(interp, board_lib, agent_lib, request):
     """device(client_id) -> a running Agent on the interpreter under test (and the front
     under test, for a test that takes `front`; else MQTTClient). A test module's
     EXTRA_HEAP_KB ({front: KB}) gives its agents that much more heap (and says why)."""
@@ -109,7 +128,7 @@ def device(interp, board_lib, request):
     def make(client_id=None):
         n[0] += 1
         cid = client_id or "%s-%s-%d" % (request.node.name[:30], interp[:2], n[0])
-        a = Agent(interp, board_lib, cid, fr, extra)
+        a = Agent(interp, board_lib, cid, fr, extra, agent_lib)
         agents.append(a)
         return a
 

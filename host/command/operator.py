@@ -177,19 +177,19 @@ class Operator:
         return sent
 
     def wait(self, sent, timeout, progress=None):
-        """Wait until every board of `sent` answered or `timeout` s passed -> {board: answer}.
-        progress(answered, total) is called as answers come."""
+        """Wait until every command of `sent` was answered or `timeout` s passed -> {board:
+        answer} (a board sent several: its last). progress(answered, total) counts commands."""
         end = time.time() + timeout
         seen = -1
         with self.lock:
             while True:
-                got = {sent[i]: self.answers[i][1] for i in sent if i in self.answers}
-                if progress and len(got) != seen:
-                    progress(len(got), len(sent))
-                    seen = len(got)
+                done = [i for i in sent if i in self.answers]  # by command: a board may have several
+                if progress and len(done) != seen:
+                    progress(len(done), len(sent))
+                    seen = len(done)
                 left = end - time.time()
-                if len(got) == len(sent) or left <= 0:
-                    return got
+                if len(done) == len(sent) or left <= 0:
+                    return {sent[i]: self.answers[i][1] for i in done}
                 self.lock.wait(min(left, 0.5))
 
     def run(self, boards, name, args=None, timeout=60, deadline_s=None, progress=None):

@@ -156,7 +156,15 @@ def test_commands_sent_while_the_board_is_away_wait_at_the_broker_and_run_once_e
     for n in range(5):
         sent.update(op.send([b.name], "mark", {"n": n}))
     b.start()
-    assert len(op.wait(sent, 60)) == 1 and all(i in op.answers for i in sent)
+    # wait() ends when each command is answered (five to one board), not at its timeout
+    got, progress = [], []
+    waiter = threading.Thread(
+        target=lambda: got.append(op.wait(sent, 3600, lambda *p: progress.append(p))), daemon=True
+    )
+    waiter.start()
+    waiter.join(120)  # a guard against a hang: an hour is the timeout it must not wait out
+    assert not waiter.is_alive() and progress[-1] == (5, 5), progress
+    assert list(got[0]) == [b.name] and all(i in op.answers for i in sent)
     assert b.runs() == {n: 1 for n in range(5)}
     op.run([b.name], "stop", timeout=30)
     b.wait()

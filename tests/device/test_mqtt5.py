@@ -6,7 +6,7 @@ one is needed."""
 import queue
 import time
 
-# The agents (tests/device/agent.py, compiled from source on the device) run in the 80 KB test
+# The agents (tests/device/agent.py, as .mpy: tests/agents.py's agent_lib) run in the 80 KB test
 # heap with 3.1.1. With MQTT 5 the client holds 10-11 KB more (bench/heap.py's fw v5 and fw.aio
 # v5 programs), and what a call loads for a moment (v5x.py at a connect or reconnect, an
 # error's texts) then finds no room now and then: 8 KB more for the blocking agent, 16 KB for

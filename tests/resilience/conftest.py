@@ -4,7 +4,7 @@ the cut-sweep summary printed at the end of the run."""
 
 import pytest
 
-from agents import interp, device, front  # noqa: F401
+from agents import interp, device, front, agent_lib  # noqa: F401
 
 
 @pytest.fixture
