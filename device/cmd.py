@@ -8,8 +8,11 @@
 #                       {"id": "<1-64 chars>", "name": "...", "args": ..., "deadline": <epoch s> | null}
 #   fleet/<id>/answer   board -> operator, QoS 1: {"id", "status": "ok" | "error" | "expired" |
 #                       "interrupted", "result": ..., "error": "<text>" | null}
-# On MQTT 5 the same payloads travel with response topic fleet/<id>/answer and the id as
-# correlation data; the id stays in the payload, so a 3.1.1 operator reads either.
+# On MQTT 5 (enable() with fleetwire.v5's client) an answer carries the command's id as its
+# Correlation Data, so a requester that sent the id as Correlation Data and fleet/<id>/answer
+# as Response Topic (fleetwire's operator on MQTT 5 does) matches it as MQTT 5 says; the id
+# stays in the payload, so a 3.1.1 operator reads either. The board answers on its own answer
+# topic whatever Response Topic came: its ACL lets it write nowhere else.
 #
 # Exactly once. The journal (a small JSON file, replaced whole: write, rename, atomic on
 # LittleFS) holds the open commands, each [id, state, answer]: 0 running, 1 answered (the
@@ -202,8 +205,16 @@ def enable(client, device_id, callback=None, **kw):
     Call it and on() before connect(clean_session=False): the commands that waited at the broker
     come right after the CONNACK. Then client.subscribe(cmds.t_run, 1) (enable() subscribes
     when the client is already connected)."""
-    kw.setdefault("max_packet", client.max_packet)
-    c = Commands(device_id, lambda t, p: client.publish(t, p, False, 1, block=False), **kw)
+    v5 = hasattr(client, "encode_props")
+    kw.setdefault("max_packet", client.max_packet - 68 * v5)  # (room for the Correlation Data)
+
+    def send(t, p):
+        if v5:  # MQTT 5: the answer's Correlation Data is its id
+            cd = json.loads(p)["id"].encode()
+            return client.publish(t, p, False, 1, block=False, props=client.encode_props(((9, cd),)))
+        return client.publish(t, p, False, 1, block=False)
+
+    c = Commands(device_id, send, **kw)
     prev = client.on_delivered
 
     def on_delivered(pid):

@@ -70,19 +70,31 @@ def select(ids, groups=None, group=None, share=None, salt=""):
 
 class Operator:
     """Operator(host, port, user=None, password=None, tls=(None, None, None), client_id=None,
-    landing=None).
+    landing=None, version=4).
 
     start() connects (NotConnected says why it could not); then send() and wait() (or run()),
     desired(), reported(), set_desired() and drift(). Use it in a with block. landing: a
-    landing zone to land what it sends in (the module's docstring)."""
+    landing zone to land what it sends in (the module's docstring). version=5: MQTT 5, each
+    command sent with Response Topic fleet/<id>/answer and its id as Correlation Data; an
+    answer is matched by its Correlation Data (.correlated counts those that came with it)."""
 
     def __init__(
-        self, host, port, user=None, password=None, tls=(None, None, None), client_id=None, landing=None
+        self,
+        host,
+        port,
+        user=None,
+        password=None,
+        tls=(None, None, None),
+        client_id=None,
+        landing=None,
+        version=4,
     ):
         self.host, self.port = host, port
         self.id = client_id or "op-%s" % uuid.uuid4().hex[:10]
         self.landing = landing
-        self.c = paho_client(self.id, True, user, password, tls)
+        self.version = version
+        self.correlated = 0
+        self.c = paho_client(self.id, True, user, password, tls, version)
         self.c.on_connect = self._on_connect
         self.c.on_subscribe = self._on_subscribe
         self.c.on_message = self._on_message
@@ -113,7 +125,11 @@ class Operator:
             return  # not ours to judge: the collector quarantines what is not JSON
         with self.lock:
             b = _board(t, "answer")
-            if b is not None and isinstance(doc, dict) and "id" in doc:
+            cd = getattr(getattr(m, "properties", None), "CorrelationData", None)
+            if b is not None and cd is not None and isinstance(doc, dict):
+                self.correlated += 1  # MQTT 5: the answer to the command of this id
+                self.answers.setdefault(cd.decode("utf-8", "replace"), (b, doc, time.time()))
+            elif b is not None and isinstance(doc, dict) and "id" in doc:
                 self.answers.setdefault(doc["id"], (b, doc, time.time()))
             elif _board(t, "reported") is not None:
                 self.reported_docs[_board(t, "reported")] = doc
@@ -138,9 +154,21 @@ class Operator:
     def __exit__(self, *exc):
         self.stop()
 
-    def _publish(self, topic, payload, retain=False):
-        info = self.c.publish(topic, payload, qos=1, retain=retain)
+    def _publish(self, topic, payload, retain=False, props=None):
+        info = self.c.publish(topic, payload, qos=1, retain=retain, properties=props)
         info.wait_for_publish(30)
+
+    def _request(self, board, cid):
+        # MQTT 5's request/response properties of a command (None on 3.1.1)
+        if self.version != 5:
+            return None
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
+        p = Properties(PacketTypes.PUBLISH)
+        p.ResponseTopic = ANSWER % board
+        p.CorrelationData = cid.encode()
+        return p
 
     def _land(self, kind, events):
         """Append [(device_id, body)] as `kind` events to the landing zone (when there is one)."""
@@ -171,7 +199,7 @@ class Operator:
         for b in boards:
             cid = uuid.uuid4().hex[:12]  # 48 random bits: 32 bytes of a board's heap each in its journal
             body = {"id": cid, "name": name, "args": args, "deadline": deadline}
-            self._publish(RUN % b, json.dumps(body, separators=(",", ":")))
+            self._publish(RUN % b, json.dumps(body, separators=(",", ":")), props=self._request(b, cid))
             sent[cid] = b
         self._land("sent", [(b, {"id": i, "name": name, "deadline": deadline}) for i, b in sent.items()])
         return sent

@@ -1,6 +1,6 @@
 # A board that takes commands and desired state (fleetwire.cmd, fleetwire.desired) against a
 # broker, on MicroPython or CPython: run in its own directory, its flash.
-#   board_program.py HOST PORT ID [SECONDS]
+#   board_program.py HOST PORT ID [SECONDS [USER PASSWORD]] [v5]
 # Handlers: "add" (a + b), "mark" (appends args["n"] to runs.txt: a run that happened),
 # "fail" (raises), "size" (the length of args["blob"]), "stop" (ends the program once its
 # answer is acknowledged). Desired state: the "config" section's changes append
@@ -9,13 +9,21 @@
 import sys
 import time
 
-from fleetwire import MQTTClient
 import fleetwire.cmd as cmd
 import fleetwire.desired as desired
 
+if sys.argv[-1] == "v5":  # fleetwire.v5's client: MQTT 5
+    sys.argv.pop()
+    from fleetwire.v5 import MQTTClient
+else:
+    from fleetwire import MQTTClient
+
 host, port, dev = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 limit = int(sys.argv[4]) if len(sys.argv) > 4 else 60
-c = MQTTClient(dev, host, port, keepalive=30, reconnect=True, backoff_min=0.05, backoff_max=0.2)
+login = sys.argv[5:7] if len(sys.argv) > 6 else (None, None)
+c = MQTTClient(
+    dev, host, port, login[0], login[1], keepalive=30, reconnect=True, backoff_min=0.05, backoff_max=0.2
+)
 st = desired.enable(c, dev)
 # the other messages go to the state, with the pieces of a long one
 cmds = cmd.enable(c, dev, callback=lambda t, m: st.handle(t, m, c.rest))
