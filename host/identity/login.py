@@ -42,6 +42,13 @@ def connect_and_wait(c, host, port, answered, error, timeout):
         c.connect(host, port, keepalive=30)
     except OSError as e:
         return "cannot reach the broker: %s" % e
+    fd = c.socket().fileno() if c.socket() else -1
+    if fd >= 1024:  # paho's network loop would die on its first select(), and say nothing
+        c.disconnect()
+        return (
+            "this client's socket is file descriptor %d, and paho-mqtt's select() takes none past "
+            "1023: connect it before this process opens so many files" % fd
+        )
     c.loop_start()
     if not answered.wait(timeout):
         return "no SUBACK within %s s%s" % (timeout, " (%s)" % error() if error() else "")

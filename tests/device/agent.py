@@ -322,7 +322,7 @@ def run(cmd):
         return {"connected": c.is_connected(), "pending": c.pending, "events": events}
     if op == "mem":
         gc.collect()
-        return {"alloc": gc.mem_alloc() if MP else 0}
+        return {"alloc": gc.mem_alloc() if MP else 0, "mods": sorted(sys.modules)}
     raise ValueError("unknown op " + op)
 
 

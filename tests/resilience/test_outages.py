@@ -4,7 +4,15 @@ same client id. The device is the real client with reconnect=True, each front
 (MQTTClient and AsyncClient), on MicroPython (80 KB heap) and on CPython, against
 mosquitto; paho-mqtt clients watch."""
 
+import os
+import re
+
 from fleetwire.host.testing.observer import Observer
+
+from support import ROOT
+
+with open(os.path.join(ROOT, "device", "session.py")) as f:
+    NO_PONG = int(re.search(r"_NO_PONG = const\((\d+)\)", f.read())[1])  # its line in reasons.TEXT
 
 
 def start(device, interp, front, port, name, clean=False, **kw):
@@ -37,7 +45,12 @@ def test_a_silent_link_is_noticed_by_keepalive_and_the_will_goes_out(
     p.blackhole()  # the sockets stay open; nothing passes either way
     r = d.call("until_lost", ms=5000)
     assert r["lost"], "the client did not notice a dead link: %s" % r
-    assert any("lost" in e and "keepalive" in e for e in r["events"]), r
+    # its reason: no PINGRESP within keepalive (or the error's line in fleetwire.reasons, which
+    # say() gives when the heap has no room to load the text: the 80 KB asyncio agent, once in
+    # a while on a loaded machine)
+    assert any(
+        e.startswith("lost: ") and ("keepalive" in e or e == "lost: %d" % NO_PONG) for e in r["events"]
+    ), r
     # (when: keepalive + 100 ms after the unanswered PINGREQ, specified with a fake
     # clock in tests/portable/session_cases.py; bench-free wall clocks stay out of tests)
     r = d.call("settle", ms=5000)
