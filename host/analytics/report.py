@@ -15,15 +15,16 @@ TOP_CRASHES = 5  # signatures a release shows under "Why boards crash"
 
 
 def _version_sort(versions):
-    import re
+    """Releases in the order a board takes them (fleetwire.ota.trust.older, as the tables'
+    metrics.version_key); equals by their text."""
+    import functools
 
-    def key(v):
-        return (
-            [int(m.group(1)) if m else -1 for m in (re.match(r"^(\d+)", p) for p in str(v).split("."))],
-            str(v),
-        )
+    from fleetwire.ota.trust import older
 
-    return sorted(versions, key=key)
+    def cmp(a, b):
+        return -1 if older(a, b) else 1 if older(b, a) else 0
+
+    return sorted(sorted(map(str, versions)), key=functools.cmp_to_key(cmp))
 
 
 def collect(spark, out, fleet, hist):

@@ -33,3 +33,12 @@ def test_releases_are_ordered_as_the_board_orders_them(spark):
     assert got.index("2.0.0-rc9") < got.index("2.0.0-rc10") and got.index("2.0.0-beta.2") < got.index(
         "2.0.0-beta.11"
     )
+
+
+def test_the_reports_plots_and_crash_table_list_releases_in_the_same_order(spark):
+    from fleetwire.host.analytics.report import _version_sort
+
+    df = spark.createDataFrame([(v,) for v in VERSIONS], "fw_version string")
+    assert _version_sort(VERSIONS) == [
+        r.fw_version for r in df.orderBy(version_key(), "fw_version").collect()
+    ]
