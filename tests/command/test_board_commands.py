@@ -90,7 +90,7 @@ def op(mosquitto):
 
 
 def test_on_every_broker_a_command_waits_for_its_board_runs_once_and_desired_state_converges(
-    broker, board_lib, tmp_path
+    broker, board_lib, tmp_path, make_observer
 ):
     """The topic and payload convention on MQTT 3.1.1 alone, on each broker of the matrix: a
     command answered; one sent while the board is away answered once it is back (its
@@ -111,6 +111,11 @@ def test_on_every_broker_a_command_waits_for_its_board_runs_once_and_desired_sta
         op.run([name], "stop", timeout=30)
         b.wait()
     assert b.runs() == {0: 1}
+    # the session's broker serves other tests: its retained documents go (amqtt pushes every
+    # retained message to every client that connects, subscribed or not)
+    o = make_observer(broker, username=broker.USER, password=broker.PASSWORD)
+    for t in ("fleet/%s/cmd/desired", "fleet/%s/reported"):
+        o.publish(t % name, b"", qos=1, retain=True)
 
 
 def test_on_mqtt_5_an_answer_carries_its_command_id_as_correlation_data(board, mosquitto):
