@@ -104,13 +104,13 @@ case "$cmd" in
             set -- -n 2 --dist loadgroup -m "not broker and not spark and not board" "$@"
         fi
         if [ $# -eq 0 ]; then
-            # the whole suite, one test at a time (~45 min). On four workers (-n 4 --dist loadgroup
-            # --no-loadscope-reorder: the longest work first, Spark in two groups; tests/conftest.py)
-            # it takes about 14 min (three fresh clones, 2026-12-07: 13:40 to 14:27 of tests), but
-            # each of those runs still failed a test the load upsets (the asyncio agent's 80 KB
-            # heap margin, a second connection in a connect sweep): not the default until they
-            # pass three runs in a row.
+            # the whole suite on four workers, the longest work first and each Spark chain on
+            # one worker (tests/conftest.py): most tests wait on real time (a broker, a board's
+            # boot, a keepalive), so four keep both cores busy. About 12 min on 2 cores
+            # (fresh clones, 2026-12-07: 11:48 and 11:14 of tests); one test at a time it takes
+            # about 37 min (`bash tools/run.sh test tests`).
             whole=1
+            set -- -n 4 --dist loadgroup --no-loadscope-reorder
         fi
         if [ -n "${whole:-}" ] || [ -n "$fast" ]; then
             # the whole suite starts with lint and format (pyproject.toml's [tool.ruff])
