@@ -108,8 +108,7 @@ case "$cmd" in
             # one worker (tests/conftest.py): most tests wait on real time (a broker, a board's
             # boot, a keepalive), so four keep both cores busy. About 12 min on 2 cores
             # (fresh clones, 2026-12-07: 11:42 and 11:09 of tests, 12:27 and 11:49 with set-up);
-            # one test at a time it takes
-            # about 37 min (`bash tools/run.sh test tests`).
+            # one test at a time it takes about 37 min (`bash tools/run.sh test tests`).
             whole=1
             set -- -n 4 --dist loadgroup --no-loadscope-reorder
         fi
