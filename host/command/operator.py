@@ -125,12 +125,13 @@ class Operator:
             return  # not ours to judge: the collector quarantines what is not JSON
         with self.lock:
             b = _board(t, "answer")
-            cd = getattr(getattr(m, "properties", None), "CorrelationData", None)
-            if b is not None and cd is not None and isinstance(doc, dict):
-                self.correlated += 1  # MQTT 5: the answer to the command of this id
-                self.answers.setdefault(cd.decode("utf-8", "replace"), (b, doc, time.time()))
-            elif b is not None and isinstance(doc, dict) and "id" in doc:
-                self.answers.setdefault(doc["id"], (b, doc, time.time()))
+            if b is not None and isinstance(doc, dict):
+                # MQTT 5: the Correlation Data names the command answered; else the payload's id
+                cd = getattr(getattr(m, "properties", None), "CorrelationData", None)
+                self.correlated += cd is not None
+                cid = cd.decode("utf-8", "replace") if cd is not None else doc.get("id")
+                if cid is not None:
+                    self.answers.setdefault(cid, (b, doc, time.time()))
             elif _board(t, "reported") is not None:
                 self.reported_docs[_board(t, "reported")] = doc
             elif _board(t, "cmd/desired") is not None:

@@ -5,14 +5,14 @@ and the update service both connect this way."""
 
 def paho_client(client_id, clean_session, user=None, password=None, tls=(None, None, None), version=4):
     """A paho-mqtt 2.x client, not yet connected. tls: (CA file, certificate, key); with no CA,
-    plain MQTT. version: 4 (MQTT 3.1.1) or 5 (MQTT 5, which has no clean session flag: a clean
-    start at its first connect when clean_session). ValueError for a password without a user
-    name (MQTT-3.1.2-22)."""
+    plain MQTT. version: 4 (MQTT 3.1.1) or 5 (MQTT 5: paho's clean start at its first connect,
+    so clean_session only). ValueError for a password without a user name (MQTT-3.1.2-22)."""
     import paho.mqtt.client as mqtt
 
     if version == 5:
+        if not clean_session:
+            raise ValueError("a kept session on MQTT 5 needs a session expiry: not supported here")
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
-        c.connect = _clean_start(c.connect, clean_session)
     else:
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean_session)
     if user is not None:
@@ -22,16 +22,6 @@ def paho_client(client_id, clean_session, user=None, password=None, tls=(None, N
     if tls[0]:
         c.tls_set(ca_certs=tls[0], certfile=tls[1], keyfile=tls[2])
     return c
-
-
-def _clean_start(connect, clean):
-    import paho.mqtt.client as mqtt
-
-    def go(*a, **kw):
-        kw.setdefault("clean_start", mqtt.MQTT_CLEAN_START_FIRST_ONLY if clean else False)
-        return connect(*a, **kw)
-
-    return go
 
 
 def connect_and_wait(c, host, port, answered, error, timeout):
